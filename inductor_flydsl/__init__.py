@@ -1,0 +1,116 @@
+"""inductor-flydsl: FlyDSL GEMM choices and a SQLite tuning DB for TorchInductor max-autotune.
+
+Usage::
+
+    import inductor_flydsl
+    inductor_flydsl.enable()                  # or INDUCTOR_FLYDSL=1 in the environment
+    model = torch.compile(model, mode="max-autotune")
+    inductor_flydsl.stats()                   # {'hits': ..., 'misses': ..., 'recorded': ...}
+
+Modes: ``readwrite`` (default: reuse winners, record every autotune), ``readonly`` (reuse
+winners, never write), ``off``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .settings import Mode, Settings, enabled_by_env, settings_from_env
+from .version import __version__
+
+__all__ = ["Mode", "__version__", "active_settings", "disable", "enable", "enabled", "stats"]
+
+_lock = threading.RLock()
+_settings: Settings | None = None
+_previous_choices_class: Any = None
+
+
+def enable(db_path: str | os.PathLike[str] | None = None,
+           mode: str | Mode | None = None) -> Settings:
+    """Turn the plugin on for this process (idempotent; a new call replaces the settings).
+
+    ``db_path`` defaults to ``$INDUCTOR_FLYDSL_DB`` or ``~/.cache/inductor_flydsl/tuning.db``;
+    ``mode`` to ``$INDUCTOR_FLYDSL_MODE`` or ``readwrite``. Returns the settings in force.
+    """
+    global _settings, _previous_choices_class
+    settings = settings_from_env(db_path, mode)
+    with _lock:
+        disable()
+        if settings.mode is Mode.OFF:
+            return settings
+        import torch._inductor.config as inductor_config
+        from torch._inductor.virtualized import V
+
+        from .db.layered import LayeredTuningDB
+        from .inductor import hooks
+        from .inductor.choices import PluginChoices
+        from .plugin_choices import register_choice_providers
+
+        state = hooks.PluginState(LayeredTuningDB(settings))
+        register_choice_providers(state)
+        _previous_choices_class = inductor_config.inductor_choices_class
+        # Both are needed: the config enters the FX-graph-cache key (via uuid()) and serves
+        # new threads; the handler serves this thread, whose V.choices may already exist.
+        inductor_config.inductor_choices_class = PluginChoices
+        V.set_choices_handler(PluginChoices())
+        hooks.install(state)
+        _settings = settings
+        return settings
+
+
+def disable() -> None:
+    """Turn the plugin off; Inductor's own behaviour is restored."""
+    global _settings, _previous_choices_class
+    with _lock:
+        if _settings is None:
+            return
+        import torch._inductor.config as inductor_config
+        from torch._inductor.choices import InductorChoices
+        from torch._inductor.virtualized import V
+
+        from .inductor import hooks
+
+        state = hooks.uninstall()
+        if state is not None:
+            state.tuning_db.close()
+        inductor_config.inductor_choices_class = _previous_choices_class
+        factory = _previous_choices_class or InductorChoices
+        V.set_choices_handler(factory())
+        _settings, _previous_choices_class = None, None
+
+
+def active_settings() -> Settings | None:
+    """The settings in force, or None when the plugin is off."""
+    return _settings
+
+
+@contextlib.contextmanager
+def enabled(db_path: str | os.PathLike[str] | None = None,
+            mode: str | Mode | None = None) -> Iterator[Settings]:
+    """``with inductor_flydsl.enabled(...):`` on inside the block, as before after it."""
+    with _lock:
+        before = _settings
+        settings = enable(db_path, mode)
+    try:
+        yield settings
+    finally:
+        with _lock:
+            disable()
+            if before is not None:
+                enable(before.db_path, before.mode)
+
+
+def stats() -> dict[str, Any]:
+    """Counters for this process: hits, misses, stale, recorded, benchmarked, errors, and
+    the list of decisions (problem, chosen candidate, where the choice came from)."""
+    from .counters import PROCESS_STATS
+
+    return PROCESS_STATS.snapshot()
+
+
+if enabled_by_env():
+    enable()

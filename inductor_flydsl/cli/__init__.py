@@ -1,0 +1,1 @@
+"""The ``inductor-flydsl`` command line."""

@@ -1,0 +1,162 @@
+"""``inductor-flydsl db stats|list|show|export|merge|verify``."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from ..db import queries
+from ..db.merge import MergeError, merge_dbs
+from ..db.open import UnusableDB, open_db
+from ..db.verify import verify_path
+from ..settings import default_db_path, settings_from_env
+from .output import console, fail, print_json, print_table
+
+COMMAND_NAMES = ("db",)
+
+
+def _default_db() -> Path:
+    return settings_from_env().db_path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    db = subparsers.add_parser("db", help="inspect, export, merge and verify tuning DBs")
+    sub = db.add_subparsers(dest="db_command", required=True)
+
+    def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--db", type=Path, default=None,
+                       help=f"tuning DB (default: $INDUCTOR_FLYDSL_DB or {default_db_path()})")
+        return p
+
+    p = with_db(sub.add_parser("stats", help="counts of problems, results, winners, misses"))
+    p.add_argument("--json", action="store_true")
+    p = with_db(sub.add_parser("list", help="recorded winners, one row per problem and device"))
+    p.add_argument("--op", help="only this op (mm, addmm, bmm, packed_linear, ...)")
+    p.add_argument("--device", help="arch or device-name substring (gfx950, sm_90, AVX512)")
+    p.add_argument("--shape", help="MxNxK or BxMxNxK")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p = with_db(sub.add_parser("show", help="every candidate of the problems matching REF"))
+    p.add_argument("ref", help="problem id prefix or summary substring (e.g. '16x128x64')")
+    p.add_argument("--json", action="store_true")
+    p = with_db(sub.add_parser("export", help="export every result row"))
+    p.add_argument("--csv", type=Path, required=True, help="output file ('-' for stdout)")
+    p = sub.add_parser("merge", help="merge DBs into one (faster winner wins; ties keep DST)")
+    p.add_argument("sources", nargs="+", type=Path, metavar="SRC")
+    p.add_argument("--into", type=Path, required=True, metavar="DST")
+    p.add_argument("--json", action="store_true")
+    p = with_db(sub.add_parser("verify", help="schema and row checks; exit 1 on problems"))
+    p.add_argument("paths", nargs="*", type=Path, help="DB files (default: --db)")
+
+
+def _open(args: argparse.Namespace):
+    path = args.db or _default_db()
+    return open_db(path, writable=False), path
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.db_command
+    try:
+        if command == "merge":
+            return _merge(args)
+        if command == "verify":
+            return _verify(args)
+        db, path = _open(args)
+    except UnusableDB as exc:
+        return fail(str(exc))
+    try:
+        if command == "stats":
+            stats = queries.db_stats(db)
+            if args.json:
+                print_json({"path": str(path), **stats})
+            else:
+                print_table(f"tuning DB {path}", ["what", "count"],
+                            [(k, v) for k, v in stats.items() if not isinstance(v, dict)]
+                            + [(f"winners on {k}", v) for k, v in
+                               stats["winners_by_backend"].items()]
+                            + [(f"results {k}", v) for k, v in
+                               stats["results_by_status"].items()])
+        elif command == "list":
+            try:
+                rows = queries.list_winners(db, op=args.op, device=args.device,
+                                            shape=args.shape, limit=args.limit)
+            except ValueError as exc:
+                return fail(str(exc))
+            if args.json:
+                print_json(rows)
+            else:
+                print_table(f"{len(rows)} winners in {path}",
+                            ["problem", "arch", "backend", "winner", "ms", "candidates",
+                             "id"],
+                            [(r["summary"], r["arch"], r["backend"], r["winner"],
+                              r["time_ms"], r["candidates"], r["problem_id"]) for r in rows])
+        elif command == "show":
+            return _show(db, args)
+        elif command == "export":
+            rows = queries.export_rows(db)
+            out = sys.stdout if str(args.csv) == "-" else open(args.csv, "w", newline="")
+            try:
+                columns = list(rows[0]) if rows else ["summary"]
+                writer = csv.DictWriter(out, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            finally:
+                if out is not sys.stdout:
+                    out.close()
+            if out is not sys.stdout:
+                console.print(f"wrote {len(rows)} rows to {args.csv}")
+        return 0
+    finally:
+        db.close()
+
+
+def _show(db, args: argparse.Namespace) -> int:
+    problems = queries.find_problems(db, args.ref)
+    if not problems:
+        return fail(f"no problem matches {args.ref!r}", code=1)
+    details = []
+    for p in problems:
+        details.append({"problem": p, **queries.problem_detail(db, p["id"])})
+    if args.json:
+        print_json(details)
+        return 0
+    for d in details:
+        p = d["problem"]
+        print_table(f"{p['summary']}  (id {p['id']})",
+                    ["arch", "backend", "candidate", "ms", "status", "winner", "error"],
+                    [(r["arch"], r["backend"], r["name"], r["time_ms"], r["status"],
+                      "*" if r["is_winner"] else "", (r["error"] or "")[:60])
+                     for r in d["results"]])
+        for m in d["misses"]:
+            console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        report = merge_dbs(args.sources, args.into)
+    except (MergeError, UnusableDB) as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json(report.__dict__)
+    else:
+        print_table(f"merged into {args.into}", ["what", "count"],
+                    list(report.__dict__.items())[1:])
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    paths = args.paths or [args.db or _default_db()]
+    bad = 0
+    for path in paths:
+        problems = verify_path(path)
+        if problems:
+            bad += 1
+            console.print(f"[red]{path}: {len(problems)} problem(s)[/red]")
+            for line in problems:
+                console.print(f"  {line}")
+        else:
+            console.print(f"{path}: ok")
+    return 1 if bad else 0

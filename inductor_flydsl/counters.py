@@ -1,0 +1,46 @@
+"""Per-process counters of what the plugin did."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Decision:
+    problem: str  # problem summary
+    problem_id: str
+    candidate_id: str
+    backend: str
+    source: str  # "db:<path>" or "autotune"
+
+
+@dataclass
+class Stats:
+    hits: int = 0  # a DB winner was handed to Inductor: nothing benchmarked
+    misses: int = 0  # no DB winner for the problem
+    stale: int = 0  # DB winner not among the current candidates: normal autotuning
+    recorded: int = 0  # autotune selections written to the DB
+    benchmarked: int = 0  # autotune selections Inductor benchmarked
+    errors: int = 0  # plugin errors swallowed so the compile went on
+    decisions: list[Decision] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def bump(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + amount)
+
+    def add_decision(self, decision: Decision) -> None:
+        with self._lock:
+            self.decisions.append(decision)
+
+    def snapshot(self) -> dict[str, object]:
+        with self._lock:
+            return {
+                "hits": self.hits, "misses": self.misses, "stale": self.stale,
+                "recorded": self.recorded, "benchmarked": self.benchmarked,
+                "errors": self.errors, "decisions": [asdict(d) for d in self.decisions],
+            }
+
+
+PROCESS_STATS = Stats()

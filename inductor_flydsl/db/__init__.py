@@ -1,0 +1,1 @@
+"""The SQLite tuning DB: schema, safe opening, reads and writes, layering, merge, verify."""

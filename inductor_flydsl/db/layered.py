@@ -1,0 +1,145 @@
+"""The user's DB layered over the read-only shipped DBs, failing soft.
+
+Lookups try the user's DB first (it wins on conflict), then each shipped DB. Writes go to
+the user's DB only, and only in readwrite mode. Any problem with a file (unusable, locked
+past every retry, disk full) is reported once as a warning and that file is left alone
+for the rest of the process: the compile always goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+
+from ..device import DeviceInfo
+from ..problem import Problem
+from ..settings import Mode, Settings
+from ..software import SoftwareInfo
+from .open import UnusableDB
+from .shipped import shipped_db_paths
+from .store import CandidateResult, TuningDB, Winner, is_disk_full
+
+log = logging.getLogger("inductor_flydsl")
+
+
+class TuningDBWarning(UserWarning):
+    """A tuning DB file could not be used; compilation continues without it."""
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message)
+    warnings.warn(message, TuningDBWarning, stacklevel=3)
+
+
+class LayeredTuningDB:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._user: TuningDB | None = None
+        self._user_failed = False
+        self._write_disabled = settings.mode is not Mode.READWRITE
+        self._shipped: list[TuningDB] | None = None
+
+    # ---- opening --------------------------------------------------------------------
+    def user_db(self) -> TuningDB | None:
+        with self._lock:
+            if self._user is None and not self._user_failed:
+                writable = self.settings.mode is Mode.READWRITE
+                try:
+                    self._user = TuningDB.open(self.settings.db_path, writable=writable)
+                except (UnusableDB, sqlite3.Error, OSError) as exc:
+                    self._user_failed = True
+                    warn_once(f"user:{self.settings.db_path}",
+                              f"inductor_flydsl: tuning DB not used: {exc}. Compilation "
+                              "continues as plain max-autotune; the file was not modified.")
+            return self._user
+
+    def shipped_dbs(self) -> list[TuningDB]:
+        with self._lock:
+            if self._shipped is None:
+                self._shipped = []
+                if self.settings.use_shipped:
+                    for path in shipped_db_paths():
+                        try:
+                            self._shipped.append(TuningDB.open(path, writable=False))
+                        except (UnusableDB, sqlite3.Error, OSError) as exc:
+                            warn_once(f"shipped:{path}",
+                                      f"inductor_flydsl: shipped tuning DB not used: {exc}")
+            return self._shipped
+
+    def close(self) -> None:
+        with self._lock:
+            for db in [self._user, *(self._shipped or [])]:
+                if db is not None:
+                    db.close()
+            self._user, self._shipped = None, None
+
+    # ---- reads ----------------------------------------------------------------------
+    def lookup(self, device: DeviceInfo, software: SoftwareInfo,
+               problem: Problem) -> Winner | None:
+        user = self.user_db()
+        for db in [user, *self.shipped_dbs()] if user else self.shipped_dbs():
+            try:
+                winner = db.lookup_winner(device.id, software.id, problem.id)
+            except sqlite3.Error as exc:
+                warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
+                continue
+            if winner is not None:
+                return winner
+        return None
+
+    # ---- writes ---------------------------------------------------------------------
+    @property
+    def can_write(self) -> bool:
+        return not self._write_disabled
+
+    def _writable_db(self) -> TuningDB | None:
+        if self._write_disabled:
+            return None
+        db = self.user_db()
+        return db if db is not None and db.writable else None
+
+    def _write_failed(self, db: TuningDB, exc: BaseException) -> None:
+        if is_disk_full(exc):
+            self._write_disabled = True
+            warn_once(f"full:{db.path}", f"inductor_flydsl: disk full writing {db.path}; "
+                      "no further results are recorded in this process (existing rows kept).")
+        else:
+            warn_once(f"write:{db.path}:{type(exc).__name__}",
+                      f"inductor_flydsl: could not write {db.path}: {exc}")
+
+    def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
+                         results: list[CandidateResult]) -> bool:
+        db = self._writable_db()
+        if db is None:
+            return False
+        try:
+            db.record_selection(device, software, problem, results)
+            return True
+        except sqlite3.Error as exc:
+            self._write_failed(db, exc)
+            return False
+
+    def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
+        db = self._writable_db()
+        if db is None:
+            return
+        try:
+            db.record_miss(device, software, problem)
+        except sqlite3.Error as exc:
+            self._write_failed(db, exc)
+
+    @property
+    def user_path(self) -> Path:
+        return self.settings.db_path

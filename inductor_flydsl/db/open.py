@@ -1,0 +1,183 @@
+"""Open a tuning DB file safely: check it before use, never overwrite or delete it.
+
+A file that is empty, truncated, not SQLite, of a foreign schema or of a newer schema
+raises :class:`UnusableDB` with a one-line reason; the caller warns once and carries on
+without it. A missing file is created (atomically, so concurrent first writers agree)
+only when the caller may write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+from .schema import APPLICATION, SCHEMA_VERSION, TABLES, create_schema
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 30_000
+# Retries of a write that still meets "database is locked" after the busy timeout.
+LOCK_RETRIES = 8
+
+
+class UnusableDB(Exception):
+    """The file cannot be used as a tuning DB; ``str(exc)`` says why."""
+
+
+def check_file(path: Path) -> None:
+    """Cheap structural checks on an existing file, before SQLite touches it."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise UnusableDB(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise UnusableDB(f"{path} is an empty file (0 bytes), not a tuning DB")
+    if not header.startswith(SQLITE_MAGIC):
+        raise UnusableDB(f"{path} is not an SQLite database (bad header)")
+    if len(header) < 100:
+        raise UnusableDB(f"{path} is truncated ({size} bytes, shorter than the SQLite header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter = int.from_bytes(header[24:28], "big")
+    pages = int.from_bytes(header[28:32], "big")
+    version_valid_for = int.from_bytes(header[92:96], "big")
+    if page_size < 512 or page_size & (page_size - 1):
+        raise UnusableDB(f"{path} has a corrupt SQLite header (page size {page_size})")
+    wal = path.with_name(path.name + "-wal")
+    if (pages and change_counter == version_valid_for and size < pages * page_size
+            and not wal.exists()):
+        raise UnusableDB(f"{path} is truncated ({size} bytes, header says {pages} pages "
+                         f"of {page_size})")
+
+
+def _connect(path: Path, *, writable: bool) -> sqlite3.Connection:
+    if writable:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
+                               check_same_thread=False)
+    else:
+        uri = path.resolve().as_uri() + "?mode=ro"
+        if not _can_write_beside(path):
+            # A WAL database in a read-only place cannot create its -shm file; immutable
+            # mode reads it without one (safe: nobody can write there either).
+            uri += "&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _can_write_beside(path: Path) -> bool:
+    return os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
+
+
+def check_schema(db: sqlite_utils.Database, path: Path) -> None:
+    try:
+        names = set(db.table_names())
+    except sqlite3.DatabaseError as exc:
+        raise UnusableDB(f"{path} is corrupt or not a database ({exc})") from exc
+    if "meta" not in names:
+        raise UnusableDB(f"{path} is an SQLite file of another application "
+                         f"(tables: {', '.join(sorted(names)) or 'none'})")
+    meta = {row["key"]: row["value"] for row in db.query("select key, value from meta")}
+    if meta.get("application") != APPLICATION:
+        raise UnusableDB(f"{path} is an SQLite file of another application "
+                         f"({meta.get('application')!r})")
+    try:
+        version = int(meta.get("schema_version", ""))
+    except ValueError:
+        raise UnusableDB(f"{path} has no valid schema_version") from None
+    if version > SCHEMA_VERSION:
+        raise UnusableDB(f"{path} has schema version {version}, newer than this "
+                         f"inductor_flydsl understands ({SCHEMA_VERSION}); upgrade the package")
+    if version < SCHEMA_VERSION:
+        raise UnusableDB(f"{path} has schema version {version}, older than "
+                         f"{SCHEMA_VERSION}, and no migration exists")
+    missing = set(TABLES) - names
+    if missing:
+        raise UnusableDB(f"{path} lacks tables: {', '.join(sorted(missing))}")
+
+
+def _create_new(path: Path) -> None:
+    """Build a fresh DB next to ``path`` and link it into place unless one appeared."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        tmp.unlink()
+        conn = sqlite3.connect(str(tmp))
+        try:
+            db = sqlite_utils.Database(conn)
+            db.enable_wal()
+            with db.atomic():
+                create_schema(db)
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)  # atomic: fails if another process created it first
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def open_db(path: str | os.PathLike[str], *, writable: bool) -> sqlite_utils.Database:
+    """Open (and, if writable and missing, create) a tuning DB; raise UnusableDB if bad."""
+    path = Path(path)
+    if not path.exists():
+        if not writable:
+            raise UnusableDB(f"{path} does not exist")
+        try:
+            _create_new(path)
+        except OSError as exc:
+            raise UnusableDB(f"cannot create {path}: {exc.strerror or exc}") from exc
+    if path.is_dir():
+        raise UnusableDB(f"{path} is a directory, not a tuning DB file")
+    check_file(path)
+    try:
+        conn = _connect(path, writable=writable)
+    except sqlite3.DatabaseError as exc:
+        raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
+    try:
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        check_schema(db, path)
+    except (sqlite3.DatabaseError, UnusableDB) as exc:
+        conn.close()
+        if isinstance(exc, UnusableDB):
+            raise
+        raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
+    return db
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc))
+
+
+@contextlib.contextmanager
+def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """``BEGIN IMMEDIATE`` so a writer waits for the lock up front instead of failing to
+    upgrade a read lock later; retried with backoff while the DB stays locked."""
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            db.conn.execute("BEGIN IMMEDIATE")
+            break
+        except sqlite3.OperationalError as exc:
+            if not is_locked_error(exc) or attempt == LOCK_RETRIES:
+                raise
+            time.sleep(min(0.05 * 2 ** attempt, 2.0))
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    else:
+        db.conn.execute("COMMIT")

@@ -1,0 +1,119 @@
+"""Read-only queries behind ``inductor-flydsl db stats|list|show|export``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlite_utils
+
+WINNER_LIST_SQL = """
+select p.id as problem_id, p.summary, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,
+       d.arch, d.name as device_name, d.compute_units, s.torch, s.flydsl, s.templates,
+       w.backend, w.name as winner, w.candidate_id, w.time_ms, w.recorded_at,
+       (select count(*) from results r where r.device_id = w.device_id
+          and r.software_id = w.software_id and r.problem_id = w.problem_id) as candidates
+from winners w
+join problems p on p.id = w.problem_id
+join devices d on d.id = w.device_id
+join software s on s.id = w.software_id
+"""
+
+
+def db_stats(db: sqlite_utils.Database) -> dict[str, Any]:
+    def count(sql: str) -> int:
+        return int(next(iter(db.query(sql)))["n"])
+
+    by_backend = {row["backend"]: row["n"] for row in db.query(
+        "select backend, count(*) as n from winners group by backend order by n desc")}
+    by_status = {row["status"]: row["n"] for row in db.query(
+        "select status, count(*) as n from results group by status order by n desc")}
+    return {
+        "problems": count("select count(distinct problem_id) as n from winners"),
+        "problem_keys": count("select count(*) as n from problems"),
+        "results": count("select count(*) as n from results"),
+        "winners": count("select count(*) as n from winners"),
+        "misses": count("select count(*) as n from misses"),
+        "misses_untuned": count(
+            "select count(*) as n from misses m where not exists (select 1 from winners w"
+            " where w.device_id = m.device_id and w.software_id = m.software_id"
+            " and w.problem_id = m.problem_id)"),
+        "devices": count("select count(*) as n from devices"),
+        "software": count("select count(*) as n from software"),
+        "runs": count("select count(*) as n from runs"),
+        "compile_catalog": count("select count(*) as n from compile_catalog"),
+        "winners_by_backend": by_backend,
+        "results_by_status": by_status,
+    }
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``MxNxK`` or ``BxMxNxK`` (batch first)."""
+    try:
+        dims = tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"bad shape {text!r}: use MxNxK, e.g. 8x4096x4096") from None
+    if len(dims) not in (3, 4) or any(d <= 0 for d in dims):
+        raise ValueError(f"bad shape {text!r}: use MxNxK or BxMxNxK with positive sizes")
+    return dims
+
+
+def list_winners(db: sqlite_utils.Database, *, op: str | None = None,
+                 device: str | None = None, shape: str | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+    where, params = [], []
+    if op:
+        where.append("p.op = ?")
+        params.append(op)
+    if device:
+        where.append("(d.arch like ? or d.name like ?)")
+        params += [f"%{device}%", f"%{device}%"]
+    if shape:
+        dims = parse_shape(shape)
+        if len(dims) == 4:
+            where.append("p.batch = ?")
+            params.append(dims[0])
+            dims = dims[1:]
+        where.append("p.m = ? and p.n = ? and p.k = ?")
+        params += list(dims)
+    sql = WINNER_LIST_SQL + (" where " + " and ".join(where) if where else "")
+    sql += " order by p.op, p.m, p.n, p.k, d.arch"
+    if limit:
+        sql += f" limit {int(limit)}"
+    return list(db.query(sql, params))
+
+
+def find_problems(db: sqlite_utils.Database, ref: str) -> list[dict[str, Any]]:
+    """Problems whose id starts with ``ref`` or whose summary contains it."""
+    return list(db.query("select * from problems where id like ? or summary like ?"
+                         " order by summary", [f"{ref}%", f"%{ref}%"]))
+
+
+def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]:
+    results = list(db.query(
+        "select d.arch, d.name as device_name, s.torch, s.flydsl, s.templates, r.backend,"
+        " r.name, r.candidate_id, r.config, r.time_ms, r.status, r.error, r.recorded_at,"
+        " (w.candidate_id = r.candidate_id) as is_winner"
+        " from results r join devices d on d.id = r.device_id"
+        " join software s on s.id = r.software_id"
+        " left join winners w on w.device_id = r.device_id and w.software_id = r.software_id"
+        " and w.problem_id = r.problem_id"
+        " where r.problem_id = ? order by d.arch, r.time_ms is null, r.time_ms", [problem_id]))
+    misses = list(db.query(
+        "select d.arch, m.count, m.first_seen, m.last_seen from misses m"
+        " join devices d on d.id = m.device_id where m.problem_id = ?", [problem_id]))
+    return {"results": results, "misses": misses}
+
+
+def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    """Every result joined with its problem, device and software (the CSV export)."""
+    return list(db.query(
+        "select p.summary, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,"
+        " d.arch, d.name as device_name, d.compute_units,"
+        " s.torch, s.triton, s.flydsl, s.templates,"
+        " r.backend, r.name, r.candidate_id, r.config, r.time_ms, r.status, r.error,"
+        " (w.candidate_id = r.candidate_id) as is_winner, r.recorded_at, r.run_id,"
+        " r.problem_id, r.device_id, r.software_id"
+        " from results r join problems p on p.id = r.problem_id"
+        " join devices d on d.id = r.device_id join software s on s.id = r.software_id"
+        " left join winners w on w.device_id = r.device_id and w.software_id = r.software_id"
+        " and w.problem_id = r.problem_id order by p.op, p.m, p.n, p.k, d.arch, r.time_ms"))

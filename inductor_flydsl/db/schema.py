@@ -1,0 +1,76 @@
+"""Tables of the tuning DB (schema version 1), created through sqlite-utils.
+
+Every value is a plain column or JSON text; nothing is ever pickled. Ids are
+``keys.stable_id`` hashes of the JSON description of a device, software stack, problem or
+candidate, so the same thing has the same id in every process and on every machine.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+SCHEMA_VERSION = 1
+APPLICATION = "inductor_flydsl"
+
+# table -> (columns, primary key)
+TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
+    "meta": ({"key": str, "value": str}, "key"),
+    "runs": ({"id": int, "started_at": str, "host": str, "tool": str, "tool_version": str,
+              "command": str, "pid": int, "merged_from": str}, "id"),
+    "devices": ({"id": str, "kind": str, "arch": str, "name": str, "compute_units": int}, "id"),
+    "software": ({"id": str, "torch": str, "triton": str, "flydsl": str, "templates": str}, "id"),
+    "problems": ({"id": str, "op": str, "summary": str, "m": int, "n": int, "k": int,
+                  "batch": int, "dtype": str, "layout": str, "spec": str}, "id"),
+    "results": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
+                 "backend": str, "name": str, "config": str, "time_ms": float, "status": str,
+                 "error": str, "run_id": int, "recorded_at": str},
+                ("device_id", "software_id", "problem_id", "candidate_id")),
+    "winners": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
+                 "backend": str, "name": str, "time_ms": float, "run_id": int,
+                 "recorded_at": str},
+                ("device_id", "software_id", "problem_id")),
+    "misses": ({"device_id": str, "software_id": str, "problem_id": str, "count": int,
+                "first_seen": str, "last_seen": str},
+               ("device_id", "software_id", "problem_id")),
+    # FlyDSL cross-compile catalog (compile-check): one row per compiled config.
+    "compile_catalog": ({"arch": str, "template": str, "template_hash": str, "config_id": str,
+                         "config": str, "op": str, "dtype": str, "layout": str,
+                         "flydsl": str, "ok": int, "error": str, "vgprs": int, "agprs": int,
+                         "sgprs": int, "lds_bytes": int, "scratch_bytes": int,
+                         "vgpr_spills": int, "sgpr_spills": int, "mfma": str,
+                         "compile_s": float, "run_id": int, "recorded_at": str},
+                        ("arch", "template_hash", "config_id", "op", "dtype", "layout",
+                         "flydsl")),
+    # Offline sweep progress per problem, for --resume.
+    "sweep_status": ({"device_id": str, "software_id": str, "problem_id": str, "status": str,
+                      "error": str, "seconds": float, "run_id": int, "updated_at": str},
+                     ("device_id", "software_id", "problem_id")),
+}
+
+NOT_NULL: dict[str, set[str]] = {
+    "results": {"backend", "name", "status", "recorded_at"},
+    "winners": {"candidate_id", "backend", "recorded_at"},
+    "problems": {"op", "summary", "spec"},
+}
+
+INDEXES: dict[str, list[list[str]]] = {
+    "problems": [["op", "m", "n", "k"]],
+    "results": [["problem_id"], ["run_id"]],
+    "winners": [["problem_id"]],
+    "misses": [["problem_id"]],
+}
+
+
+def create_schema(db: sqlite_utils.Database) -> None:
+    """Create every table and index (idempotent) and stamp the schema version."""
+    for name, (columns, pk) in TABLES.items():
+        table = db.table(name)
+        if not table.exists():
+            table.create(columns, pk=pk, not_null=NOT_NULL.get(name))
+        for cols in INDEXES.get(name, []):
+            table.create_index(cols, if_not_exists=True)
+    db.table("meta").upsert_all(
+        [{"key": "schema_version", "value": str(SCHEMA_VERSION)},
+         {"key": "application", "value": APPLICATION}],
+        pk="key",
+    )

@@ -1,0 +1,112 @@
+"""``db verify``: schema and row checks of a tuning DB (all values treated as untrusted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+from ..device import DeviceInfo
+from ..keys import stable_id
+from ..problem import Problem
+from ..software import SoftwareInfo
+from .open import UnusableDB, open_db
+from .store import STATUS_OK, STATUSES
+
+MAX_REPORTED = 50
+
+
+def _json_dict(text: object) -> bool:
+    try:
+        return isinstance(json.loads(str(text)), dict)
+    except (json.JSONDecodeError, TypeError):
+        return False
+
+
+def _rows(db: sqlite_utils.Database, sql: str) -> list[dict]:
+    return list(db.query(sql))
+
+
+def verify_db(db: sqlite_utils.Database) -> list[str]:
+    """Every problem found, as one line each (empty list: the DB is sound)."""
+    issues: list[str] = []
+    integrity = [r[0] for r in db.execute("pragma integrity_check").fetchall()]
+    if integrity != ["ok"]:
+        issues += [f"integrity: {line}" for line in integrity[:MAX_REPORTED]]
+
+    for row in _rows(db, "select * from devices"):
+        try:
+            info = DeviceInfo(kind=str(row["kind"]), arch=str(row["arch"]),
+                              name=str(row["name"]), compute_units=int(row["compute_units"]))
+            if info.id != row["id"]:
+                issues.append(f"devices: id {row['id']} does not match its content")
+        except (TypeError, ValueError) as exc:
+            issues.append(f"devices: bad row {row.get('id')}: {exc}")
+    for row in _rows(db, "select * from software"):
+        info = SoftwareInfo(torch=str(row["torch"]), triton=str(row["triton"]),
+                            flydsl=str(row["flydsl"]), templates=str(row["templates"]))
+        if info.id != row["id"]:
+            issues.append(f"software: id {row['id']} does not match its content")
+    for row in _rows(db, "select id, spec from problems"):
+        try:
+            problem = Problem.from_spec(json.loads(row["spec"]))
+            if problem.id != row["id"]:
+                issues.append(f"problems: id {row['id']} does not match its spec")
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            issues.append(f"problems: bad spec for {row['id']}: {exc}")
+
+    for row in _rows(db, "select * from results"):
+        where = f"results: {row['problem_id']}/{row['candidate_id']}"
+        if row["status"] not in STATUSES:
+            issues.append(f"{where}: unknown status {row['status']!r}")
+        t = row["time_ms"]
+        if t is not None and (not isinstance(t, int | float) or not math.isfinite(t) or t < 0):
+            issues.append(f"{where}: bad time_ms {t!r}")
+        if row["status"] == STATUS_OK and t is None:
+            issues.append(f"{where}: status ok without a time")
+        if not _json_dict(row["config"]):
+            issues.append(f"{where}: config is not a JSON object")
+    issues += _orphans(db)
+    for row in _rows(db, "select * from winners w where not exists (select 1 from results r"
+                     " where r.device_id = w.device_id and r.software_id = w.software_id"
+                     " and r.problem_id = w.problem_id and r.candidate_id = w.candidate_id"
+                     " and r.status = 'ok')"):
+        issues.append(f"winners: {row['problem_id']} names {row['candidate_id']}, which has "
+                      "no ok result")
+    for row in _rows(db, "select * from misses where count < 1"):
+        issues.append(f"misses: {row['problem_id']} has count {row['count']}")
+    for row in _rows(db, "select * from compile_catalog"):
+        if row["ok"] not in (0, 1) or not _json_dict(row["config"]):
+            issues.append(f"compile_catalog: bad row {row['template']}/{row['config_id']}")
+        elif stable_id(json.loads(row["config"])) != row["config_id"]:
+            issues.append(f"compile_catalog: config_id {row['config_id']} does not match")
+    return issues[:MAX_REPORTED * 4]
+
+
+def _orphans(db: sqlite_utils.Database) -> list[str]:
+    issues = []
+    for table in ("results", "winners", "misses", "sweep_status"):
+        for column, target in (("device_id", "devices"), ("software_id", "software"),
+                               ("problem_id", "problems")):
+            n = next(iter(db.query(
+                f"select count(*) as n from {table} t where not exists"
+                f" (select 1 from {target} x where x.id = t.{column})")))["n"]
+            if n:
+                issues.append(f"{table}: {n} rows reference a missing {target} row")
+    return issues
+
+
+def verify_path(path: Path) -> list[str]:
+    try:
+        db = open_db(path, writable=False)
+    except UnusableDB as exc:
+        return [str(exc)]
+    try:
+        return verify_db(db)
+    except sqlite3.DatabaseError as exc:
+        return [f"{path}: {exc}"]
+    finally:
+        db.close()

@@ -1,0 +1,1 @@
+"""Integration with TorchInductor: problem keys from IR, candidate identity, the hooks."""

@@ -1,0 +1,216 @@
+"""The hooks the plugin puts into TorchInductor's autotuning.
+
+``AlgorithmSelectorCache.__call__`` (behind every ``autotune_select_algorithm``) is the
+one place that sees the op name, the input nodes, the output layout and the final choice
+list together. The plugin extends that class and swaps the class of Inductor's existing
+selector object (its state, feedback savers and preprocessing functions stay as they
+are); the subclass only remembers the call's context for the hooks below, which use
+Inductor's public registration functions:
+
+- a preprocessing function (runs after Inductor's own filters): adds plugin choices
+  (FlyDSL, when its backend token is on and the problem is eligible), then looks the
+  problem up in the tuning DB and, when the recorded winner is among the candidates,
+  returns only that winner, so Inductor benchmarks nothing;
+- a feedback saver: after Inductor benchmarked, records every candidate and the winner.
+
+Every hook swallows its own errors (counted in ``stats()['errors']``, logged once): the
+plugin never makes a compile fail that plain Inductor would have completed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch._inductor import select_algorithm
+
+from ..counters import PROCESS_STATS, Decision
+from ..db.layered import LayeredTuningDB, warn_once
+from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult
+from ..device import describe_device
+from ..problem import Problem
+from ..software import current_software
+from .candidates import backend_of, candidate_id, config_of
+from .ir_problem import problem_from_ir
+
+log = logging.getLogger("inductor_flydsl")
+
+# (name, input_nodes, output_layout, choices) -> extra ChoiceCallers
+ChoiceProvider = Callable[[str, Sequence[Any], Any, Sequence[Any]], list[Any]]
+
+
+@dataclass
+class SelectionContext:
+    name: str
+    input_nodes: Sequence[Any]
+    layout: Any
+
+
+_current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(
+    "inductor_flydsl_selection", default=None)
+
+
+GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mm_plus_mm", "int_mm",
+                      "scaled_mm", "scaled_mm_v2"})
+
+
+def is_gemm_op(name: str) -> bool:
+    """GEMM lowerings, GPU and CPU (``packed_linear``, ``linear_unary``, ...)."""
+    return name in GEMM_OPS or "linear" in name or name.endswith("_mm")
+
+
+class PluginState:
+    """What an enabled plugin holds: its DBs, counters and choice providers."""
+
+    def __init__(self, tuning_db: LayeredTuningDB) -> None:
+        self.tuning_db = tuning_db
+        self.stats = PROCESS_STATS
+        self.providers: list[ChoiceProvider] = []
+
+
+_state: PluginState | None = None
+
+
+def active_state() -> PluginState | None:
+    return _state
+
+
+def _report_error(where: str, exc: BaseException) -> None:
+    if _state is not None:
+        _state.stats.bump("errors")
+    warn_once(f"hook:{where}:{type(exc).__name__}",
+              f"inductor_flydsl: {where} failed ({type(exc).__name__}: {exc}); "
+              "continuing with Inductor's own choices")
+    log.debug("inductor_flydsl %s failed", where, exc_info=exc)
+
+
+class PluginSelector(select_algorithm.AlgorithmSelectorCache):
+    """Inductor's selector, remembering the op name and inputs of the current call."""
+
+    def __call__(self, name: str, choices: list[Any], input_nodes: Any, layout: Any,
+                 *args: Any, **kwargs: Any) -> Any:
+        token = _current.set(SelectionContext(name, input_nodes, layout))
+        try:
+            return super().__call__(name, choices, input_nodes, layout, *args, **kwargs)
+        finally:
+            _current.reset(token)
+
+
+def _device_of(layout: Any) -> Any:
+    return describe_device(layout.device)
+
+
+def _problem(ctx: SelectionContext, choices: Sequence[Any]) -> Problem:
+    return problem_from_ir(ctx.name, ctx.input_nodes, ctx.layout, choices)
+
+
+def preprocess_choices(choices: list[Any]) -> list[Any]:
+    """Add plugin choices, then hand Inductor only the DB winner when there is one."""
+    state, ctx = _state, _current.get()
+    if state is None or ctx is None or not choices or not is_gemm_op(ctx.name):
+        return choices
+    for provider in list(state.providers):
+        try:
+            choices = choices + provider(ctx.name, ctx.input_nodes, ctx.layout, choices)
+        except Exception as exc:
+            _report_error("adding plugin choices", exc)
+    try:
+        return _reuse_winner(state, ctx, choices)
+    except Exception as exc:
+        _report_error("tuning DB lookup", exc)
+        return choices
+
+
+def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> list[Any]:
+    problem = _problem(ctx, choices)
+    device, software = _device_of(ctx.layout), current_software()
+    winner = state.tuning_db.lookup(device, software, problem)
+    if winner is None:
+        state.stats.bump("misses")
+        state.tuning_db.record_miss(device, software, problem)
+        log.debug("inductor_flydsl: miss %s", problem.summary())
+        return choices
+    matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
+    if not matching:
+        state.stats.bump("stale")
+        log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
+                 "autotuning normally", winner.name or winner.candidate_id, problem.summary())
+        return choices
+    state.stats.bump("hits")
+    state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
+                                      candidate_id=winner.candidate_id,
+                                      backend=winner.backend, source=f"db:{winner.source}"))
+    log.debug("inductor_flydsl: hit %s -> %s", problem.summary(), winner.name)
+    return matching[:1]
+
+
+def _result_of(choice: Any, timing: float) -> CandidateResult:
+    failure = getattr(choice, "inductor_flydsl_failure", None)  # set by plugin choices
+    if failure is not None:
+        status, error = failure
+        return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
+                               config_of(choice), None, status=status, error=error)
+    ok = isinstance(timing, int | float) and math.isfinite(timing)
+    return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
+                           config_of(choice), float(timing) if ok else None,
+                           status=STATUS_OK if ok else STATUS_FAILED,
+                           error="" if ok else "benchmark failed (inf time)")
+
+
+def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
+                  choices: Sequence[Any], profiled_fn: Any, precompile_times: Any) -> None:
+    """Inductor's feedback saver: record every candidate's time and the winner."""
+    state = _state
+    if state is None or not timings or not is_gemm_op(name):
+        return
+    try:
+        layout = next(iter(timings)).layout
+        problem = problem_from_ir(name, input_nodes, layout, choices)
+        device = _device_of(layout)
+        results = [_result_of(choice, t) for choice, t in timings.items()]
+        state.stats.bump("benchmarked")
+        if state.tuning_db.record_selection(device, current_software(), problem, results):
+            state.stats.bump("recorded")
+        usable = [r for r in results if r.usable]
+        if usable:
+            best = min(usable, key=lambda r: (r.time_ms, r.candidate_id))
+            state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
+                                              candidate_id=best.candidate_id,
+                                              backend=best.backend, source="autotune"))
+    except Exception as exc:
+        _report_error("recording autotune results", exc)
+
+
+# ---- installation ------------------------------------------------------------------------
+_original_selector_class: type | None = None
+
+
+def install(state: PluginState) -> None:
+    """Activate ``state``; register the hooks once per process."""
+    global _state, _original_selector_class
+    cache = select_algorithm.get_algorithm_selector_cache()
+    if not isinstance(cache, PluginSelector):
+        _original_selector_class = type(cache)
+        cache.__class__ = type("PluginSelector", (PluginSelector, type(cache)), {}) \
+            if type(cache) is not select_algorithm.AlgorithmSelectorCache else PluginSelector
+    # Checked each time: Inductor's clear_preprocessing_fns()/clear_feedback_savers()
+    # may have dropped them since.
+    if preprocess_choices not in cache.preprocessing_fns:
+        select_algorithm.add_preprocessing_fn(preprocess_choices)
+    if save_feedback not in cache.feedback_saver_fns:
+        select_algorithm.add_feedback_saver(save_feedback)
+    _state = state
+
+
+def uninstall() -> PluginState | None:
+    """Deactivate: the hooks stay registered but do nothing; Inductor's class is restored."""
+    global _state
+    previous, _state = _state, None
+    cache = select_algorithm.get_algorithm_selector_cache()
+    if isinstance(cache, PluginSelector) and _original_selector_class is not None:
+        cache.__class__ = _original_selector_class
+    return previous

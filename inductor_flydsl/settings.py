@@ -1,0 +1,71 @@
+"""User-facing settings: modes, the default DB path and the environment variables.
+
+Environment variables (read by :func:`settings_from_env`):
+
+- ``INDUCTOR_FLYDSL=1`` enables the plugin at ``import torch`` time (see ``autoload.py``)
+  or at ``import inductor_flydsl``, with no code change.
+- ``INDUCTOR_FLYDSL_DB=path`` overrides the default per-user DB path.
+- ``INDUCTOR_FLYDSL_MODE=readwrite|readonly|off`` overrides the default mode.
+- ``INDUCTOR_FLYDSL_SHIPPED=0`` stops layering the DBs shipped in the package.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_ENABLE = "INDUCTOR_FLYDSL"
+ENV_DB = "INDUCTOR_FLYDSL_DB"
+ENV_MODE = "INDUCTOR_FLYDSL_MODE"
+ENV_SHIPPED = "INDUCTOR_FLYDSL_SHIPPED"
+
+
+class Mode(enum.StrEnum):
+    READWRITE = "readwrite"
+    READONLY = "readonly"
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, value: str | Mode) -> Mode:
+        if isinstance(value, Mode):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ValueError(
+                f"unknown inductor_flydsl mode {value!r}; use one of: {allowed}") from None
+
+
+def default_db_path() -> Path:
+    """The per-user tuning DB: ``$XDG_CACHE_HOME/inductor_flydsl/tuning.db``."""
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(cache_home) / "inductor_flydsl" / "tuning.db"
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path
+    mode: Mode
+    use_shipped: bool
+
+
+def settings_from_env(db_path: str | os.PathLike[str] | None = None,
+                      mode: str | Mode | None = None) -> Settings:
+    """Explicit arguments win over the environment, which wins over the defaults."""
+    env_db = os.environ.get(ENV_DB)
+    path = Path(db_path) if db_path is not None else Path(env_db) if env_db else default_db_path()
+    env_mode = os.environ.get(ENV_MODE)
+    chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
+    shipped = os.environ.get(ENV_SHIPPED, "1").strip() not in {"0", "false", "no", "off"}
+    return Settings(db_path=path.expanduser(), mode=chosen, use_shipped=shipped)
+
+
+def enabled_by_env() -> bool:
+    return _truthy(os.environ.get(ENV_ENABLE))

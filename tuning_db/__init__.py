@@ -1,0 +1,1 @@
+"""Prebuilt tuning DBs shipped with inductor-flydsl (installed as ``inductor_flydsl_tuning_db``)."""
