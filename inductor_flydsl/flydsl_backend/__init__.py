@@ -1,0 +1,1 @@
+"""FlyDSL kernel backend: config space, resource model, toolchain and cross-compilation."""

@@ -1,0 +1,251 @@
+"""Cross-compile one FlyDSL template config on the CPU and report its ISA resources.
+
+FlyDSL is steered by process-global environment variables (``FLYDSL_GPU_ARCH``,
+``COMPILE_ONLY``, ``FLYDSL_DUMP_IR``, ``FLYDSL_DUMP_DIR``, ``ROCM_PATH``,
+``FLYDSL_RUNTIME_ENABLE_CACHE``). :func:`compile_config` sets them for the duration of
+one compile and restores them afterwards, under a process-wide lock. FlyDSL 0.5 reads
+them at each compile, not at import, so one process may compile for several archs in a
+row (tested by ``tests/flydsl``). Compilation is single-threaded MLIR work: run
+:func:`compile_config` in worker processes (e.g. a ``ProcessPoolExecutor``) for
+parallelism; threads only serialize on the lock.
+"""
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .isa import parse_isa
+from .toolchain import rocm_path_for_compile
+
+ISA_FILE_NAME = "22_final_isa.s"
+_ENV_LOCK = threading.Lock()
+_TEMPLATE_PACKAGES = ("inductor_flydsl_templates", "templates")
+
+
+_STAT_FIELDS = (
+    "vgprs",
+    "agprs",
+    "total_vgprs",
+    "sgprs",
+    "lds_bytes",
+    "scratch_bytes",
+    "vgpr_spills",
+    "sgpr_spills",
+    "max_workgroup_size",
+    "mfma_counts",
+)
+
+
+@dataclass
+class CompileResult:
+    """Outcome of one cross-compile.
+
+    ``ok`` is False when the config is invalid, compilation raised, or the compiler
+    printed an ``error:`` diagnostic (LDS over the arch limit is only a diagnostic: code
+    is still emitted, and the resource fields then show the overshoot). Resource
+    fields are None when no ISA was produced.
+    """
+
+    template: str
+    source_hash: str
+    config: dict[str, Any]
+    arch: str
+    dtype: str
+    layout: str
+    op: str
+    ok: bool
+    error: str | None = None
+    vgprs: int | None = None
+    agprs: int | None = None
+    total_vgprs: int | None = None
+    sgprs: int | None = None
+    lds_bytes: int | None = None
+    scratch_bytes: int | None = None
+    vgpr_spills: int | None = None
+    sgpr_spills: int | None = None
+    max_workgroup_size: int | None = None
+    mfma_counts: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    isa_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _template_file(name: str) -> Path:
+    here = Path(__file__).resolve()
+    for package in _TEMPLATE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            for location in spec.submodule_search_locations:
+                candidate = Path(location) / f"{name}.py"
+                if candidate.is_file():
+                    return candidate
+    candidate = here.parents[2] / "templates" / f"{name}.py"  # source checkout
+    if candidate.is_file():
+        return candidate
+    raise ValueError(f"unknown template {name!r}")
+
+
+def load_template(name: str) -> ModuleType:
+    """Import a template module by name (installed package or source checkout)."""
+    if not name.isidentifier():
+        raise ValueError(f"invalid template name {name!r}")
+    for package in _TEMPLATE_PACKAGES:
+        module_name = f"{package}.{name}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        if importlib.util.find_spec(package) is not None:
+            with contextlib.suppress(ModuleNotFoundError):
+                return importlib.import_module(module_name)
+    path = _template_file(name)
+    module_name = f"_inductor_flydsl_template_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def template_source_hash(template_name: str) -> str:
+    """First 16 hex digits of the sha256 of the template's source file."""
+    return hashlib.sha256(_template_file(template_name).read_bytes()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _compile_env(values: dict[str, str]):
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _capture_fds(sink: Path):
+    """Send fds 1 and 2 to ``sink``: LLVM prints diagnostics from C++, bypassing sys.std*."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(sink, "wb") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def _compiler_errors(log: str) -> list[str]:
+    return [line.strip() for line in log.splitlines() if "error:" in line]
+
+
+def _find_isa(root: Path) -> Path | None:
+    found = sorted(root.rglob(ISA_FILE_NAME), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def compile_config(
+    template_name: str,
+    config: Any,
+    *,
+    arch: str,
+    dtype: str,
+    layout: str,
+    op: str,
+    dump_dir: str | os.PathLike | None = None,
+) -> CompileResult:
+    """Cross-compile one config of a template for ``arch`` and parse its final ISA.
+
+    ``config`` is the template's config object or its JSON dict. Invalid configs and
+    compiler failures give ``ok=False`` with the error text; a missing linker raises
+    :class:`~inductor_flydsl.flydsl_backend.toolchain.ToolchainError`. With
+    ``dump_dir`` every FlyDSL stage is kept in a fresh subdirectory of it
+    (``isa_path`` points at the ISA); without it the dump is deleted.
+    """
+    template = load_template(template_name)
+    config_json = config if isinstance(config, dict) else config.to_json()
+    result = CompileResult(
+        template=template_name,
+        source_hash=template_source_hash(template_name),
+        config=dict(config_json),
+        arch=arch,
+        dtype=dtype,
+        layout=layout,
+        op=op,
+        ok=False,
+    )
+    try:
+        cfg = template.GemmConfig.from_json(dict(config_json))
+        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch)
+        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op)
+    except ValueError as exc:
+        result.error = f"invalid: {exc}"
+        return result
+    rocm_path = rocm_path_for_compile()
+
+    with contextlib.ExitStack() as stack:
+        if dump_dir is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="flydsl-isa-")))
+        else:
+            Path(dump_dir).mkdir(parents=True, exist_ok=True)
+            root = Path(tempfile.mkdtemp(prefix=f"{template_name}-{arch}-", dir=dump_dir))
+        env = {
+            "FLYDSL_GPU_ARCH": arch,
+            "COMPILE_ONLY": "1",
+            "FLYDSL_DUMP_IR": "1",
+            "FLYDSL_DUMP_DIR": str(root),
+            "ROCM_PATH": rocm_path,
+            "FLYDSL_RUNTIME_ENABLE_CACHE": "0",
+        }
+        start = time.perf_counter()
+        log_path = root / "compiler_output.log"
+        with _ENV_LOCK, _compile_env(env), _capture_fds(log_path):
+            try:
+                launcher(*args)
+            except Exception as exc:  # compiler errors surface as many exception types
+                tail = "".join(traceback.format_exception(exc)[-3:])
+                result.error = f"compile failed: {type(exc).__name__}: {exc}\n{tail}"
+        result.compile_seconds = round(time.perf_counter() - start, 3)
+        # LLVM reports e.g. LDS over the arch limit as a diagnostic yet still emits code.
+        errors = sorted(set(_compiler_errors(log_path.read_text(errors="replace"))))
+        if errors and result.error is None:
+            result.error = "compiler diagnostics: " + "; ".join(errors)
+        isa = _find_isa(root)
+        if isa is None:
+            result.error = result.error or f"compile produced no {ISA_FILE_NAME}"
+            return result
+        stats = parse_isa(isa.read_text())
+        if dump_dir is not None:
+            result.isa_path = str(isa)
+    # Figures are kept even with diagnostics: they show by how much a limit was missed.
+    for name in _STAT_FIELDS:
+        setattr(result, name, getattr(stats, name))
+    result.ok = result.error is None
+    return result

@@ -1,0 +1,111 @@
+"""Compile-time benchmark: default mode vs cold max-autotune vs max-autotune with a warm DB.
+
+Each measurement runs scripts/compile_model.py in its own process with a fresh
+TORCHINDUCTOR_CACHE_DIR, so Inductor's caches never help; only the tuning DB carries over
+from the cold run to the warm one. Times are compile plus first call, measured in the
+child. With --repeat N each configuration runs N times and the median is used.
+
+    python scripts/bench_compile.py            # table
+    python scripts/bench_compile.py --json     # one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_child(args: list[str], cache_dir: Path) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+           "INDUCTOR_FLYDSL_SHIPPED": "0"}
+    env.pop("INDUCTOR_FLYDSL", None)
+    proc = subprocess.run([sys.executable, str(HERE / "compile_model.py"), *args], env=env,
+                          capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line.removeprefix("RESULT "))
+    raise RuntimeError(f"compile_model.py failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def winners(report: dict, source_prefix: str) -> dict[str, str]:
+    return {d["problem_id"]: d["candidate_id"] for d in report["stats"]["decisions"]
+            if d["source"].startswith(source_prefix)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--dims", default="256,512,384,192,64")
+    parser.add_argument("--batch", default="32")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    args = parser.parse_args()
+    model = ["--dims", args.dims, "--batch", args.batch, "--dtype", args.dtype]
+    times: dict[str, list[float]] = {"default": [], "cold": [], "warm_db": []}
+    agree = True
+    outputs_equal = True
+    with tempfile.TemporaryDirectory(prefix="bench_compile_") as tmp:
+        root = Path(tmp)
+        for i in range(args.repeat):
+            db = root / f"tuning{i}.db"
+            def cache(name: str, i: int = i) -> Path:
+                return root / f"cache_{name}_{i}"
+            step = f"[{i + 1}/{args.repeat}]"
+            print(f"{step} default mode ...", file=sys.stderr, flush=True)
+            default = run_child(["--mode", "default", *model], cache("default"))
+            print(f"{step} cold max-autotune (records into an empty DB) ...", file=sys.stderr,
+                  flush=True)
+            cold = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
+                              "--out", str(root / "cold.pt"), *model], cache("cold"))
+            print(f"{step} max-autotune with the warm DB ...", file=sys.stderr, flush=True)
+            warm = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
+                              "--out", str(root / "warm.pt"), *model], cache("warm"))
+            times["default"].append(default["compile_s"])
+            times["cold"].append(cold["compile_s"])
+            times["warm_db"].append(warm["compile_s"])
+            cold_w, warm_w = winners(cold, "autotune"), winners(warm, "db:")
+            agree &= bool(cold_w) and cold_w == warm_w and warm["autotune_runs"] == 0
+            import torch
+
+            outputs_equal &= torch.equal(torch.load(root / "cold.pt"),
+                                         torch.load(root / "warm.pt"))
+    default_s = statistics.median(times["default"])
+    cold_s = statistics.median(times["cold"])
+    warm_s = statistics.median(times["warm_db"])
+    result = {
+        "default_s": round(default_s, 3), "cold_s": round(cold_s, 3),
+        "warm_db_s": round(warm_s, 3),
+        "warm_over_default": round(warm_s / default_s, 3),
+        "warm_over_cold": round(warm_s / cold_s, 3),
+        "winners_agree": agree, "outputs_equal": outputs_equal,
+        "gemm_problems": len(cold_w), "repeat": args.repeat,
+        "model": {"dims": args.dims, "batch": args.batch, "dtype": args.dtype},
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="compile plus first call (seconds, fresh Inductor cache each)")
+        for col in ("default", "cold max-autotune", "max-autotune, warm DB", "warm/default",
+                    "warm/cold", "winners agree"):
+            table.add_column(col)
+        table.add_row(f"{default_s:.2f}", f"{cold_s:.2f}", f"{warm_s:.2f}",
+                      f"{result['warm_over_default']:.2f}", f"{result['warm_over_cold']:.2f}",
+                      str(agree))
+        Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""FlyDSL kernel templates owned by inductor-flydsl."""

@@ -1,0 +1,612 @@
+"""Dense GEMM template for AMD CDNA GPUs written in FlyDSL.
+
+Computes ``out = alpha * (A @ B) + beta * bias`` with fp32 MFMA accumulation and the
+output in the input dtype (bf16 or fp16).
+
+Operands (logical shapes; ``bmm`` adds a leading batch dimension to A, B and out):
+
+* ``A`` is ``(M, K)``. Layout letter 0: ``n`` = row-major (``stride(K) == 1``),
+  ``t`` = column-major (``stride(M) == 1``).
+* ``B`` is ``(K, N)``. Layout letter 1: ``n`` = row-major (``stride(N) == 1``),
+  ``t`` = column-major (``stride(K) == 1``, i.e. ``W.T`` of a row-major ``(N, K)`` W).
+* ``out`` is ``(M, N)`` with ``stride(N) == 1`` (any row stride).
+* ``bias`` (``addmm`` only) is a length-N row vector with unit stride, broadcast over rows.
+
+Inputs are read in place through their strides; nothing is copied or transposed.
+
+``alpha`` and ``beta`` are runtime fp32 kernel arguments: one compiled kernel serves
+every value. ``alpha`` scales the product for all ops; ``beta`` is used only by
+``addmm``.
+
+Kernel design: a workgroup of ``waves_m * waves_n`` wave64 waves computes a
+``tile_m x tile_n`` output tile. Each K step stages a ``tile_m x tile_k`` slice of A and a
+``tile_n x tile_k`` slice of B in LDS (K-contiguous rows padded by 8 elements), loading
+16-byte vectors along each operand's contiguous global dimension. The global loads of
+step ``t + 1`` are issued before the MFMAs of step ``t``; ``stages`` is the number of
+LDS buffers (1: single buffer, two barriers per step; 2: double buffer, one barrier per
+step). Each wave owns a ``(tile_m / waves_m) x (tile_n / waves_n)`` sub-tile made of
+16x16 MFMA blocks (gfx950: ``v_mfma_f32_16x16x32_{bf16,f16}``; gfx942:
+``v_mfma_f32_16x16x16{bf16_1k,f16}``). The MFMA is issued with B as the first operand so
+each lane ends up holding 4 consecutive output columns, written with one 8-byte store.
+``group_m`` reorders workgroups in groups of ``group_m`` tile rows for L2 reuse.
+
+M and N tails are handled in the kernel (clamped loads, predicated stores); K must be a
+multiple of ``tile_k``. See :func:`divisibility_requirements`.
+"""
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+DTYPES = ("bf16", "fp16")
+LAYOUTS = ("nn", "nt", "tn", "tt")
+OPS = ("mm", "addmm", "bmm")
+ARCHS = ("gfx950", "gfx942")
+
+TILE_MN_CHOICES = (16, 32, 64, 128, 256)
+TILE_K_CHOICES = (32, 64, 128)
+WAVES_CHOICES = (1, 2, 4)
+STAGES_CHOICES = (1, 2)
+GROUP_M_CHOICES = (1, 4, 8, 16)
+MAX_WAVES = 8
+
+WAVE_SIZE = 64
+VEC = 8  # elements per 16-byte global load
+LDS_PAD = 8  # elements of padding per LDS row
+ELEM_BYTES = 2
+MFMA_K = {"gfx950": 32, "gfx942": 16}
+MFMA_MNEMONIC = {
+    ("gfx950", "bf16"): "v_mfma_f32_16x16x32_bf16",
+    ("gfx950", "fp16"): "v_mfma_f32_16x16x32_f16",
+    ("gfx942", "bf16"): "v_mfma_f32_16x16x16_bf16",
+    ("gfx942", "fp16"): "v_mfma_f32_16x16x16_f16",
+}
+MAX_SPAN_ELEMENTS = 2**31 - 1  # element offsets are computed in int32
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """One point of the dense GEMM search space (all fields are compile-time)."""
+
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 64
+    waves_m: int = 2
+    waves_n: int = 2
+    stages: int = 2
+    group_m: int = 8
+    split_k: int = 1
+
+    @property
+    def num_threads(self) -> int:
+        return self.waves_m * self.waves_n * WAVE_SIZE
+
+    def validate(self) -> None:
+        """Raise ValueError unless this config can be turned into a kernel."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if type(value) is not int:
+                raise ValueError(f"GemmConfig.{f.name} must be an int, got {value!r}")
+        checks = (
+            ("tile_m", TILE_MN_CHOICES),
+            ("tile_n", TILE_MN_CHOICES),
+            ("tile_k", TILE_K_CHOICES),
+            ("waves_m", WAVES_CHOICES),
+            ("waves_n", WAVES_CHOICES),
+            ("stages", STAGES_CHOICES),
+            ("group_m", GROUP_M_CHOICES),
+            ("split_k", (1,)),
+        )
+        for name, allowed in checks:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GemmConfig.{name}={getattr(self, name)} not in {allowed}")
+        if self.waves_m * self.waves_n > MAX_WAVES:
+            raise ValueError(f"waves_m * waves_n = {self.waves_m * self.waves_n} > {MAX_WAVES}")
+        if self.tile_m % (16 * self.waves_m):
+            raise ValueError(
+                f"tile_m={self.tile_m} is not a multiple of 16 * waves_m={self.waves_m}"
+            )
+        if self.tile_n % (16 * self.waves_n):
+            raise ValueError(
+                f"tile_n={self.tile_n} is not a multiple of 16 * waves_n={self.waves_n}"
+            )
+        for name, rows in (("A", self.tile_m), ("B", self.tile_n)):
+            vectors = rows * self.tile_k // VEC
+            if vectors % self.num_threads:
+                raise ValueError(
+                    f"{name} tile ({rows}x{self.tile_k}) has {vectors} 16-byte vectors, "
+                    f"not a multiple of {self.num_threads} threads"
+                )
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "GemmConfig":
+        """Build and validate a config from a plain dict (unknown keys are rejected)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"GemmConfig JSON must be a dict, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown GemmConfig keys: {sorted(unknown)}")
+        config = cls(**data)
+        config.validate()
+        return config
+
+
+def lds_bytes(config: GemmConfig) -> int:
+    """Static LDS the kernel allocates for ``config`` (exact, the compiler adds nothing)."""
+    return config.stages * (config.tile_m + config.tile_n) * (config.tile_k + LDS_PAD) * ELEM_BYTES
+
+
+def loads_per_thread(config: GemmConfig) -> tuple[int, int]:
+    """Number of 16-byte global loads per thread and K step for (A, B)."""
+    per = config.num_threads * VEC
+    return config.tile_m * config.tile_k // per, config.tile_n * config.tile_k // per
+
+
+def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[str, Any]:
+    """Shape and alignment constraints a problem must meet for this kernel.
+
+    Keys: ``m_multiple``/``n_multiple``/``k_multiple`` (the extent must be a multiple),
+    ``k_min`` (smallest K), ``ld_multiple`` (every non-unit stride of A, B and out, and
+    the batch strides, in elements), ``base_align_bytes`` (data pointers of A, B, out
+    and bias), ``max_span_elements`` (largest element offset reachable in any operand,
+    batch included), ``out_unit_stride_n`` and ``bias_unit_stride`` (bool).
+    """
+    _check_variant(layout=layout, op=op)
+    a_col_major, b_row_major = layout[0] == "t", layout[1] == "n"
+    return {
+        "m_multiple": VEC if a_col_major else 1,
+        "n_multiple": VEC,
+        "k_multiple": config.tile_k,
+        "k_min": config.tile_k,
+        "ld_multiple": VEC,
+        "base_align_bytes": VEC * ELEM_BYTES,
+        "max_span_elements": MAX_SPAN_ELEMENTS,
+        "out_unit_stride_n": True,
+        "bias_unit_stride": op == "addmm",
+        "vector_loads_along": {"A": "M" if a_col_major else "K", "B": "N" if b_row_major else "K"},
+    }
+
+
+def _check_variant(
+    *, dtype: str = "bf16", layout: str = "nn", op: str = "mm", arch: str = "gfx950"
+) -> None:
+    for name, value, allowed in (
+        ("dtype", dtype, DTYPES),
+        ("layout", layout, LAYOUTS),
+        ("op", op, OPS),
+        ("arch", arch, ARCHS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{name}={value!r} not in {allowed}")
+
+
+# ---------------------------------------------------------------------------
+# Kernel generation
+# ---------------------------------------------------------------------------
+
+
+def _load_tile(
+    fx, base, extent, row0, k0, ld, k_contiguous, rows, tile_k, nthreads, tid, vec_type, count
+):
+    """Issue ``count`` 16-byte global loads of a ``rows x tile_k`` operand tile.
+
+    ``base`` points at element (row 0, k 0) of the operand; ``extent`` is the number of
+    valid rows (M or N). Rows past the extent are clamped to valid memory: they only
+    feed output rows/columns that are never stored.
+    """
+    vectors = []
+    for j in range(count):
+        idx = tid + j * nthreads
+        if k_contiguous:
+            row = row0 + idx // (tile_k // VEC)
+            k = k0 + idx % (tile_k // VEC) * VEC
+            row = (row < extent).select(row, extent - 1)
+            offset = row * ld + k
+        else:
+            k = k0 + idx // (rows // VEC)
+            row = row0 + idx % (rows // VEC) * VEC
+            row = (row < extent - VEC).select(row, extent - VEC)
+            offset = k * ld + row
+        vectors.append(fx.ptr_load(base + offset, vec_type))
+    return vectors
+
+
+def _store_tile(fx, lds, vectors, k_contiguous, rows, tile_k, nthreads, tid):
+    """Write loaded vectors into an LDS tile stored as K-contiguous padded rows."""
+    ldk = tile_k + LDS_PAD
+    for j, vec in enumerate(vectors):
+        idx = tid + j * nthreads
+        if k_contiguous:
+            row = idx // (tile_k // VEC)
+            k = idx % (tile_k // VEC) * VEC
+            fx.ptr_store(vec, lds + (row * ldk + k))
+        else:
+            k = idx // (rows // VEC)
+            row = idx % (rows // VEC) * VEC
+            for e in range(VEC):
+                fx.ptr_store(vec[e], lds + ((row + e) * ldk + k))
+
+
+def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str) -> Callable:
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from flydsl.expr import const_expr, range_constexpr, rocdl
+
+    tm, tn, tk = config.tile_m, config.tile_n, config.tile_k
+    wm, wn = tm // config.waves_m, tn // config.waves_n
+    rep_m, rep_n = wm // 16, wn // 16
+    waves_n = config.waves_n
+    nthreads = config.num_threads
+    stages = config.stages
+    group_m = config.group_m
+    ldk = tk + LDS_PAD
+    a_stage, b_stage = tm * ldk, tn * ldk
+    loads_a, loads_b = loads_per_thread(config)
+    a_k_contig = layout[0] == "n"
+    b_k_contig = layout[1] == "t"
+    has_bias = op == "addmm"
+    batched = op == "bmm"
+    mfma_k = MFMA_K[arch]
+    k_per_lane = mfma_k // 4
+    elem = fx.BFloat16 if dtype == "bf16" else fx.Float16
+    vec_type = fx.Vector[elem, VEC]
+    frag_type = fx.Vector[elem, k_per_lane]
+    acc_type = fx.Vector[fx.Float32, 4]
+    if arch == "gfx950":
+        mfma_op = rocdl.mfma_f32_16x16x32_bf16 if dtype == "bf16" else rocdl.mfma_f32_16x16x32_f16
+    else:
+        mfma_op = rocdl.mfma_f32_16x16x16bf16_1k if dtype == "bf16" else rocdl.mfma_f32_16x16x16f16
+    bf16_as_i16 = arch == "gfx942" and dtype == "bf16"
+
+    def mfma(acc, a_frag, b_frag):
+        if bf16_as_i16:
+            a_frag, b_frag = a_frag.bitcast(fx.Int16), b_frag.bitcast(fx.Int16)
+        return fx.Vector(mfma_op(acc_type.ir_type, [a_frag, b_frag, acc]))
+
+    def compute(acc, sa, sb, a_lane, b_lane):
+        """MFMAs over one staged K step; returns the new accumulator list."""
+        out = list(acc)
+        for kk in range(tk // mfma_k):
+            a_frags = [
+                fx.ptr_load(sa + (a_lane + (i * 16 * ldk + kk * mfma_k)), frag_type)
+                for i in range(rep_m)
+            ]
+            b_frags = [
+                fx.ptr_load(sb + (b_lane + (j * 16 * ldk + kk * mfma_k)), frag_type)
+                for j in range(rep_n)
+            ]
+            for i in range(rep_m):
+                for j in range(rep_n):
+                    out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
+        return out
+
+    @flyc.kernel
+    def gemm_kernel(
+        A: fx.Tensor,
+        B: fx.Tensor,
+        C: fx.Tensor,
+        BIAS: fx.Tensor,
+        M: fx.Int32,
+        N: fx.Int32,
+        K: fx.Int32,
+        lda: fx.Int32,
+        ldb: fx.Int32,
+        ldc: fx.Int32,
+        batch_a: fx.Int32,
+        batch_b: fx.Int32,
+        batch_c: fx.Int32,
+        alpha: fx.Float32,
+        beta: fx.Float32,
+    ):
+        tid = fx.thread_idx.x
+        lane = tid % WAVE_SIZE
+        wave = tid // WAVE_SIZE
+        wave_m = wave // waves_n
+        wave_n = wave % waves_n
+
+        pid = fx.block_idx.x
+        num_pid_n = (N + (tn - 1)) // tn
+        if const_expr(group_m > 1):
+            num_pid_m = (M + (tm - 1)) // tm
+            group_width = num_pid_n * group_m
+            first_m = pid // group_width * group_m
+            rows_left = num_pid_m - first_m
+            group_rows = (rows_left < group_m).select(rows_left, group_m)
+            pid_m = first_m + pid % group_width % group_rows
+            pid_n = pid % group_width // group_rows
+        else:
+            pid_m = pid // num_pid_n
+            pid_n = pid % num_pid_n
+        m0 = pid_m * tm
+        n0 = pid_n * tn
+
+        a_ptr = fx.get_iter(A)
+        b_ptr = fx.get_iter(B)
+        c_ptr = fx.get_iter(C)
+        if const_expr(batched):
+            bz = fx.block_idx.y
+            a_ptr = a_ptr + bz * batch_a
+            b_ptr = b_ptr + bz * batch_b
+            c_ptr = c_ptr + bz * batch_c
+        # Point at the tile's first row so loads only add in-tile offsets.
+        if const_expr(a_k_contig):
+            a_ptr = a_ptr + m0 * lda
+        else:
+            a_ptr = a_ptr + m0
+        if const_expr(b_k_contig):
+            b_ptr = b_ptr + n0 * ldb
+        else:
+            b_ptr = b_ptr + n0
+        m_left = M - m0
+        n_left = N - n0
+
+        lds = (
+            fx.SharedAllocator()
+            .allocate(fx.Array[elem, stages * (a_stage + b_stage), 16])
+            .peek()
+            .ptr
+        )
+        sa0 = lds
+        sb0 = lds + stages * a_stage
+
+        lane_row = lane % 16
+        lane_k = lane // 16 * k_per_lane
+        a_lane = (wave_m * wm + lane_row) * ldk + lane_k
+        b_lane = (wave_n * wn + lane_row) * ldk + lane_k
+
+        acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
+
+        first_a = _load_tile(
+            fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
+        )
+        first_b = _load_tile(
+            fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
+        )
+        _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
+        _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
+        fx.gpu.barrier()
+
+        k_steps = K // tk
+        for step in range(0, k_steps - 1, 1):
+            k_next = (step + 1) * tk
+            next_a = _load_tile(
+                fx,
+                a_ptr,
+                m_left,
+                0,
+                k_next,
+                lda,
+                a_k_contig,
+                tm,
+                tk,
+                nthreads,
+                tid,
+                vec_type,
+                loads_a,
+            )
+            next_b = _load_tile(
+                fx,
+                b_ptr,
+                n_left,
+                0,
+                k_next,
+                ldb,
+                b_k_contig,
+                tn,
+                tk,
+                nthreads,
+                tid,
+                vec_type,
+                loads_b,
+            )
+            if const_expr(stages == 2):
+                cur = step % 2
+                acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
+                nxt = 1 - cur
+                _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
+                _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
+                fx.gpu.barrier()
+            else:
+                acc = compute(acc, sa0, sb0, a_lane, b_lane)
+                fx.gpu.barrier()
+                _store_tile(fx, sa0, next_a, a_k_contig, tm, tk, nthreads, tid)
+                _store_tile(fx, sb0, next_b, b_k_contig, tn, tk, nthreads, tid)
+                fx.gpu.barrier()
+        last = (k_steps - 1) % stages
+        acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
+
+        # Epilogue: lane holds out[row, col:col+4] of each 16x16 block.
+        row_base = wave_m * wm + lane_row
+        col_base = wave_n * wn + lane // 16 * 4
+        for i in range_constexpr(rep_m):
+            for j in range_constexpr(rep_n):
+                row = row_base + i * 16
+                col = col_base + j * 16
+                value = acc[i * rep_n + j] * alpha
+                if const_expr(has_bias):
+                    bias_col = (col < n_left).select(n0 + col, 0)
+                    bias_vec = fx.ptr_load(fx.get_iter(BIAS) + bias_col, fx.Vector[elem, 4])
+                    value = value + bias_vec.to(fx.Float32) * beta
+                if (row < m_left) and (col < n_left):
+                    fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
+
+    @flyc.jit
+    def gemm_launcher(
+        A: fx.Tensor,
+        B: fx.Tensor,
+        C: fx.Tensor,
+        BIAS: fx.Tensor,
+        M: fx.Int32,
+        N: fx.Int32,
+        K: fx.Int32,
+        lda: fx.Int32,
+        ldb: fx.Int32,
+        ldc: fx.Int32,
+        batch_a: fx.Int32,
+        batch_b: fx.Int32,
+        batch_c: fx.Int32,
+        batch: fx.Int32,
+        alpha: fx.Float32,
+        beta: fx.Float32,
+        stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's launcher convention)
+    ):
+        tiles = (M + (tm - 1)) // tm * ((N + (tn - 1)) // tn)
+        gemm_kernel(
+            A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta
+        ).launch(grid=(tiles, batch, 1), block=(nthreads, 1, 1), stream=stream)
+
+    return gemm_launcher
+
+
+def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str) -> Callable:
+    """Build a fresh (uncached) ``@flyc.jit`` launcher; see :func:`build_gemm`.
+
+    A fresh launcher has an empty in-memory FlyDSL cache, so calling it compiles again
+    (cross-compiles use this to get an ISA dump on every call).
+    """
+    config.validate()
+    _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
+    return _make_kernel(config, dtype, layout, op, arch)
+
+
+@functools.lru_cache(maxsize=512)
+def _build_cached(config: GemmConfig, dtype: str, layout: str, op: str, arch: str) -> Callable:
+    return make_launcher(config, dtype=dtype, layout=layout, op=op, arch=arch)
+
+
+def build_gemm(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str) -> Callable:
+    """Return the ``@flyc.jit`` launcher for one kernel variant (cached per arguments).
+
+    The launcher's positional arguments are those returned by :func:`launcher_args`,
+    followed by an optional ``stream=``. ``arch`` selects the MFMA instruction; the
+    compile target itself is FlyDSL's (``FLYDSL_GPU_ARCH`` or the detected GPU) and
+    must agree with it. ``functools.lru_cache`` makes the lookup thread-safe.
+    """
+    config.validate()
+    _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
+    return _build_cached(config, dtype, layout, op, arch)
+
+
+def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str) -> tuple:
+    """Small CPU placeholder arguments with the variant's strides, for compile-only calls."""
+    import torch
+
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float16
+    m, n, k = config.tile_m, config.tile_n, 2 * config.tile_k
+    batch = (2,) if op == "bmm" else ()
+
+    def operand(rows: int, cols: int, col_major: bool):
+        if col_major:
+            return torch.zeros(*batch, cols, rows, dtype=torch_dtype).transpose(-1, -2)
+        return torch.zeros(*batch, rows, cols, dtype=torch_dtype)
+
+    a = operand(m, k, layout[0] == "t")
+    b = operand(k, n, layout[1] == "t")
+    out = torch.zeros(*batch, m, n, dtype=torch_dtype)
+    bias = torch.zeros(n, dtype=torch_dtype) if op == "addmm" else None
+    return launcher_args(a, b, bias, out, 1.0, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# Host side
+# ---------------------------------------------------------------------------
+
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def dtype_name(tensor) -> str:
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name not in _TORCH_DTYPES:
+        raise ValueError(f"unsupported dtype {tensor.dtype}; expected bfloat16 or float16")
+    return _TORCH_DTYPES[name]
+
+
+def infer_layout(a, b) -> str:
+    """Layout string of 2-D/3-D operands A (.., M, K) and B (.., K, N) from their strides."""
+    letters = []
+    for name, tensor in (("A", a), ("B", b)):
+        if tensor.stride(-1) == 1:
+            letters.append("n")
+        elif tensor.stride(-2) == 1:
+            letters.append("t")
+        else:
+            strides = tuple(tensor.stride())
+            raise ValueError(f"{name} has strides {strides}: no unit stride in its last two dims")
+    return "".join(letters)
+
+
+def launcher_args(a, b, bias, out, alpha: float, beta: float) -> tuple:
+    """Positional arguments of a :func:`build_gemm` launcher for these tensors.
+
+    ``a``: (M, K) or (batch, M, K); ``b``: (K, N) or (batch, K, N); ``out``: (M, N) or
+    (batch, M, N); ``bias``: None, (N,) or an (M, N) expanded view with stride (0, 1).
+    """
+    layout = infer_layout(a, b)
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-1]
+    lda = a.stride(-2) if layout[0] == "n" else a.stride(-1)
+    ldb = b.stride(-2) if layout[1] == "n" else b.stride(-1)
+    if out.stride(-1) != 1:
+        raise ValueError(f"out must have unit stride along N, got strides {tuple(out.stride())}")
+    batched = a.dim() == 3
+    batch = a.shape[0] if batched else 1
+    batch_strides = (a.stride(0), b.stride(0), out.stride(0)) if batched else (0, 0, 0)
+    if bias is not None and bias.dim() == 2:
+        if bias.stride(0) != 0:
+            raise ValueError("a 2-D bias must be a row vector broadcast over rows (stride (0, 1))")
+        bias = bias[0]
+    if bias is not None and bias.stride(-1) != 1:
+        raise ValueError("bias must have unit stride")
+    return (
+        a,
+        b,
+        out,
+        out if bias is None else bias,
+        m,
+        n,
+        k,
+        lda,
+        ldb,
+        out.stride(-2),
+        *batch_strides,
+        batch,
+        float(alpha),
+        float(beta),
+    )
+
+
+_LAUNCH_LOCK = threading.Lock()
+_WARM: set[tuple] = set()
+
+
+def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, stream=None) -> None:
+    """Run the kernel on ROCm tensors, writing into preallocated ``out``.
+
+    The op is ``bmm`` for 3-D operands, ``addmm`` when ``bias`` is given, else ``mm``;
+    layout, dtype and arch come from the tensors. Launches on ``stream`` (default:
+    torch's current stream) without host synchronization or allocation. The first
+    call per variant compiles (FlyDSL tracing is not thread-safe, so it is serialized).
+    """
+    import torch
+
+    op = "bmm" if a.dim() == 3 else ("addmm" if bias is not None else "mm")
+    arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
+    args = launcher_args(a, b, bias, out, alpha, beta)
+    layout = infer_layout(a, b)
+    dtype = dtype_name(a)
+    launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch)
+    if stream is None:
+        stream = torch.cuda.current_stream(a.device)
+    key = (config, dtype, layout, op, arch)
+    if key in _WARM:
+        launcher(*args, stream=stream)
+        return
+    with _LAUNCH_LOCK:
+        launcher(*args, stream=stream)
+        _WARM.add(key)

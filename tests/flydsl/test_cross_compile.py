@@ -1,0 +1,139 @@
+"""Real FlyDSL cross-compiles of the dense GEMM template (CPU only, no GPU launch).
+
+Each (config, variant) compiles once per session through the ``compiled`` fixture.
+"""
+
+import pytest
+
+from inductor_flydsl.flydsl_backend import configs, resources, toolchain
+from inductor_flydsl.flydsl_backend.cross_compile import (
+    compile_config,
+    load_template,
+    template_source_hash,
+)
+from inductor_flydsl.flydsl_backend.isa import parse_isa
+
+pytest.importorskip("flydsl")
+if toolchain.find_ld_lld() is None:
+    pytest.skip(f"no AMDGPU-capable ld.lld: {toolchain.FIX_HINT}", allow_module_level=True)
+
+gemm = load_template("gemm_dense")
+Config = gemm.GemmConfig
+
+BASE = Config(tile_m=64, tile_n=64, tile_k=64, waves_m=2, waves_n=2, stages=2, group_m=8)
+MEDIUM = Config(tile_m=128, tile_n=128, tile_k=64, waves_m=2, waves_n=2, stages=1, group_m=4)
+
+# (config, arch, dtype, layout, op): every layout and op once on gfx950 bf16, plus fp16
+# and gfx942 samples.
+SAMPLES = [
+    (BASE, "gfx950", "bf16", "nn", "mm"),
+    (BASE, "gfx950", "bf16", "nt", "mm"),
+    (BASE, "gfx950", "bf16", "tn", "mm"),
+    (BASE, "gfx950", "bf16", "tt", "mm"),
+    (BASE, "gfx950", "bf16", "nt", "addmm"),
+    (BASE, "gfx950", "bf16", "nn", "bmm"),
+    (MEDIUM, "gfx950", "fp16", "nt", "addmm"),
+    (BASE, "gfx950", "fp16", "tt", "bmm"),
+    (BASE, "gfx942", "bf16", "nt", "mm"),
+    (MEDIUM, "gfx942", "fp16", "tn", "addmm"),
+]
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    """Memoized compile_config: each variant compiles once per test session."""
+    dump_root = tmp_path_factory.mktemp("flydsl_dump")
+    cache: dict = {}
+
+    def get(config, arch, dtype="bf16", layout="nt", op="mm"):
+        key = (config, arch, dtype, layout, op)
+        if key not in cache:
+            cache[key] = compile_config(
+                "gemm_dense",
+                config,
+                arch=arch,
+                dtype=dtype,
+                layout=layout,
+                op=op,
+                dump_dir=dump_root,
+            )
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize(("config", "arch", "dtype", "layout", "op"), SAMPLES)
+def test_variant_compiles_clean(compiled, config, arch, dtype, layout, op):
+    result = compiled(config, arch, dtype, layout, op)
+    assert result.ok, result.error
+    assert resources.limit_violations(result) == []
+    assert result.scratch_bytes == 0 and result.vgpr_spills == 0 and result.sgpr_spills == 0
+    assert result.lds_bytes == gemm.lds_bytes(config) <= resources.LDS_LIMIT_BYTES[arch]
+    assert result.total_vgprs <= resources.vgpr_budget(config)
+    assert result.max_workgroup_size == config.num_threads
+    mnemonic = gemm.MFMA_MNEMONIC[(arch, dtype)]
+    assert set(result.mfma_counts) == {mnemonic}
+    # At least the MFMAs of the loop body and of the last K step.
+    rep = (config.tile_m // config.waves_m // 16) * (config.tile_n // config.waves_n // 16)
+    per_step = rep * config.tile_k // gemm.MFMA_K[arch]
+    assert result.mfma_counts[mnemonic] >= 2 * per_step
+    assert parse_isa(open(result.isa_path).read()).mfma_counts == result.mfma_counts
+
+
+def test_resource_model_accepts_what_compiles(compiled):
+    """Configs the model accepts compile without spills and within limits."""
+    sample = [
+        (Config(tile_m=16, tile_n=64, tile_k=128, waves_m=1, waves_n=2), "gfx950"),
+        (Config(tile_m=128, tile_n=256, tile_k=64, waves_m=2, waves_n=4), "gfx950"),
+        (MEDIUM, "gfx942"),
+    ]
+    for config, arch in sample:
+        assert resources.estimate(config, "bf16", arch)[2], config
+        result = compiled(config, arch)
+        assert resources.limit_violations(result) == [], (config, arch)
+        assert resources.estimate_vgprs(config, arch) >= result.total_vgprs - 16
+
+
+def test_resource_model_rejects_lds_overflow_gfx942(compiled):
+    config = Config(tile_m=128, tile_n=128, tile_k=64, waves_m=2, waves_n=2, stages=2)
+    lds, _, ok, reasons = resources.estimate(config, "bf16", "gfx942")
+    assert not ok and lds > resources.LDS_LIMIT_BYTES["gfx942"]
+    assert any("LDS" in reason for reason in reasons)
+    result = compiled(config, "gfx942")
+    assert not result.ok
+    assert "local memory" in result.error
+    assert result.lds_bytes == lds
+    # The same config fits gfx950.
+    assert resources.estimate(config, "bf16", "gfx950")[2]
+
+
+@pytest.mark.slow
+def test_resource_model_rejects_register_overflow(compiled):
+    """A single-wave 256x256 tile needs far more than 512 registers: the compiler spills."""
+    config = Config(tile_m=256, tile_n=256, tile_k=32, waves_m=1, waves_n=1, stages=1)
+    _, vgprs, ok, reasons = resources.estimate(config, "bf16", "gfx950")
+    assert not ok and vgprs > resources.vgpr_budget(config)
+    assert any("VGPR" in reason for reason in reasons)
+    result = compiled(config, "gfx950")
+    assert result.vgpr_spills > 0 and result.scratch_bytes > 0
+    assert resources.limit_violations(result)
+
+
+def test_invalid_config_is_reported_not_raised():
+    result = compile_config(
+        "gemm_dense", {"tile_m": 48}, arch="gfx950", dtype="bf16", layout="nt", op="mm"
+    )
+    assert not result.ok and result.error.startswith("invalid:")
+
+
+def test_default_configs_validate_and_fit_gfx950():
+    assert 12 <= len(configs.DEFAULT) <= 36
+    for config in configs.DEFAULT:
+        config.validate()
+        assert Config.from_json(config.to_json()) == config
+    assert len(configs.default_configs("gfx950")) >= 12
+
+
+def test_source_hash_is_stable():
+    digest = template_source_hash("gemm_dense")
+    assert len(digest) == 16 and digest == template_source_hash("gemm_dense")
