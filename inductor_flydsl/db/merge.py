@@ -100,13 +100,14 @@ def _merge_one(src: sqlite_utils.Database, dst: sqlite_utils.Database, src_path:
         pk=("arch", "template_hash", "config_id", "op", "dtype", "layout", "flydsl"),
         ignore=True)
     report.catalog_added += dst.table("compile_catalog").count - before
+    sweep_key = ("device_id", "software_id", "item_id")
     for s in src.query("select * from sweep_status"):
         s["run_id"] = runs.get(s["run_id"], None)
         current = list(dst.query("select status from sweep_status where device_id = ? and"
-                                 " software_id = ? and problem_id = ?",
-                                 [s["device_id"], s["software_id"], s["problem_id"]]))
+                                 " software_id = ? and item_id = ?",
+                                 [s["device_id"], s["software_id"], s["item_id"]]))
         if not current or (current[0]["status"] != "done" and s["status"] == "done"):
-            dst.table("sweep_status").upsert(s, pk=key)
+            dst.table("sweep_status").upsert(s, pk=sweep_key)
 
 
 def merge_dbs(sources: list[Path], into: Path) -> MergeReport:

@@ -41,10 +41,12 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                          "compile_s": float, "run_id": int, "recorded_at": str},
                         ("arch", "template_hash", "config_id", "op", "dtype", "layout",
                          "flydsl")),
-    # Offline sweep progress per problem, for --resume.
-    "sweep_status": ({"device_id": str, "software_id": str, "problem_id": str, "status": str,
-                      "error": str, "seconds": float, "run_id": int, "updated_at": str},
-                     ("device_id", "software_id", "problem_id")),
+    # Offline sweep progress per sweep item (op, shape, dtype, layout), for --resume.
+    # ``problem_ids`` is the JSON list of ``problems.id`` the item's compile produced.
+    "sweep_status": ({"device_id": str, "software_id": str, "item_id": str, "item": str,
+                      "status": str, "error": str, "seconds": float, "problem_ids": str,
+                      "run_id": int, "updated_at": str},
+                     ("device_id", "software_id", "item_id")),
 }
 
 NOT_NULL: dict[str, set[str]] = {

@@ -88,7 +88,7 @@ def verify_db(db: sqlite_utils.Database) -> list[str]:
 
 def _orphans(db: sqlite_utils.Database) -> list[str]:
     issues = []
-    for table in ("results", "winners", "misses", "sweep_status"):
+    for table in ("results", "winners", "misses"):
         for column, target in (("device_id", "devices"), ("software_id", "software"),
                                ("problem_id", "problems")):
             n = next(iter(db.query(
