@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
 from .settings import Mode, Settings, enabled_by_env, settings_from_env
 from .version import __version__
 

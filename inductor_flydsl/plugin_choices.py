@@ -7,4 +7,6 @@ from .inductor.hooks import PluginState
 
 def register_choice_providers(state: PluginState) -> None:
     """Attach the choice providers of every plugin backend to ``state``."""
-    state.providers.clear()
+    from .flydsl_backend.provider import flydsl_choices
+
+    state.providers[:] = [flydsl_choices]

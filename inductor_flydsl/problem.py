@@ -142,3 +142,37 @@ def contiguous_stride(size: tuple[int, ...]) -> tuple[int, ...]:
         stride.append(acc)
         acc *= max(dim, 1)
     return tuple(reversed(stride))
+
+
+GEMM_OPS_2D = ("mm", "addmm")
+
+
+def synthetic_problem(op: str, m: int, n: int, k: int, *, dtype: str, layout: str = "nn",
+                      batch: int = 1, alpha: float = 1.0, beta: float = 1.0) -> Problem:
+    """The problem Inductor would see for ``op`` on freshly allocated operands.
+
+    ``layout`` is two letters for A (M x K) and B (K x N): ``n`` row-major, ``t``
+    column-major. addmm gets a bias row vector expanded to M x N (stride 0, 1), as
+    Inductor's addmm lowering passes it.
+    """
+    if op not in ("mm", "addmm", "bmm"):
+        raise ValueError(f"op must be mm, addmm or bmm, not {op!r}")
+    if len(layout) != 2 or any(c not in "nt" for c in layout):
+        raise ValueError(f"layout must be nn, nt, tn or tt, not {layout!r}")
+    if min(m, n, k, batch) <= 0:
+        raise ValueError("sizes must be positive")
+
+    def operand(rows: int, cols: int, letter: str) -> TensorSpec:
+        stride = (cols, 1) if letter == "n" else (1, rows)
+        if op == "bmm":
+            return TensorSpec(dtype, (batch, rows, cols), (rows * cols, *stride))
+        return TensorSpec(dtype, (rows, cols), stride)
+
+    a, b = operand(m, k, layout[0]), operand(k, n, layout[1])
+    out_size = (batch, m, n) if op == "bmm" else (m, n)
+    output = TensorSpec(dtype, out_size, contiguous_stride(out_size))
+    if op == "addmm":
+        bias = TensorSpec(dtype, (m, n), (0, 1))
+        return Problem(op=op, inputs=(bias, a, b), output=output,
+                       epilogue=(("alpha", alpha), ("beta", beta)))
+    return Problem(op=op, inputs=(a, b), output=output)

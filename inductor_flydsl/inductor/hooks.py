@@ -118,6 +118,8 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
             choices = choices + provider(ctx.name, ctx.input_nodes, ctx.layout, choices)
         except Exception as exc:
             _report_error("adding plugin choices", exc)
+    if len(choices) < 2:
+        return choices  # nothing to choose between: no lookup, no miss
     try:
         return _reuse_winner(state, ctx, choices)
     except Exception as exc:

@@ -9,6 +9,7 @@ import sympy
 from torch._inductor.virtualized import V
 
 from ..problem import Problem, TensorSpec
+from .candidates import BACKEND_ATTR
 
 EPILOGUE_KWARGS = ("alpha", "beta")
 
@@ -39,8 +40,11 @@ def _tensor_spec(node: Any) -> tuple[TensorSpec, bool]:
 
 
 def epilogue_of(choices: Sequence[Any]) -> tuple[tuple[str, float | int | bool], ...]:
-    """alpha/beta as the ATen choice was given them (addmm, baddbmm)."""
+    """alpha/beta as the ATen choice was given them (addmm, baddbmm). Plugin choices are
+    skipped, so the key does not depend on which backends are on."""
     for choice in choices:
+        if getattr(choice, BACKEND_ATTR, None):
+            continue
         kwargs = getattr(choice, "kwargs", None)
         if isinstance(kwargs, dict) and any(k in kwargs for k in EPILOGUE_KWARGS):
             return tuple(sorted((k, kwargs[k]) for k in EPILOGUE_KWARGS

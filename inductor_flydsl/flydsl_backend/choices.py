@@ -1,0 +1,116 @@
+"""FlyDSL GEMM candidates for Inductor's autotuning.
+
+Each candidate is an extern-kernel choice whose generated code calls
+``torch.ops.inductor_flydsl.<op>_out.default(..., out=buf)`` (see ``ops.py``). Inductor
+benchmarks extern choices in-process on its own benchmark inputs, which is where the
+candidate is validated against ATen first: a candidate whose output is wrong, or that
+fails to compile or launch, reports an infinite time (so it cannot win) and is recorded
+in the tuning DB as ``invalid`` or ``failed``.
+
+Candidate identity (``hash_key``): template name, template source hash, op, config id and
+the epilogue scalars; the same in every process, and what the DB stores.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelChoice
+
+from ..db.store import STATUS_FAILED, STATUS_INVALID
+from ..keys import canonical_json, stable_id
+from .cross_compile import template_source_hash
+from .numerics import NumericMismatch, check_close, reference
+from .ops import OPS, op_call_name
+
+log = logging.getLogger("inductor_flydsl")
+TEMPLATE = "gemm_dense"
+
+
+def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
+    custom_op = OPS[op]
+
+    def kernel(*inputs: torch.Tensor, out: torch.Tensor, config: str, alpha: float = 1.0,
+               beta: float = 1.0) -> None:
+        if op == "addmm":
+            custom_op(*inputs, out, config, alpha, beta)
+        else:
+            custom_op(*inputs, out, config, alpha)
+
+    kernel.__name__ = f"inductor_flydsl_{op}"
+    return kernel
+
+
+class FlydslKernelChoice(ExternKernelChoice):
+    """One per op per process (Inductor keeps extern choices in a registry by name)."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(_python_kernel(op), name=f"inductor_flydsl_{op}", has_out_variant=True)
+        self.op = op
+
+    def call_name(self) -> str:
+        return op_call_name(self.op)
+
+
+class FlydslChoiceCaller(ExternKernelCaller):
+    inductor_flydsl_backend = "flydsl"
+
+    def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
+                 config: Any, *, alpha: float, beta: float, k: int) -> None:
+        kwargs: dict[str, Any] = {"config": canonical_json(config.to_json()), "alpha": alpha}
+        if choice.op == "addmm":
+            kwargs["beta"] = beta
+        super().__init__(choice, input_nodes, layout, kwargs, has_out_variant=True)
+        self.op = choice.op
+        self.k = k
+        self.template_hash = template_source_hash(TEMPLATE)
+        self.config_id = stable_id(config.to_json())
+        c = config
+        self.name = (f"flydsl_{self.op}_{c.tile_m}x{c.tile_n}x{c.tile_k}_w{c.waves_m}x"
+                     f"{c.waves_n}_s{c.stages}_g{c.group_m}")
+        self.inductor_flydsl_config = {"template": TEMPLATE,
+                                       "template_hash": self.template_hash,
+                                       **config.to_json()}
+        self.inductor_flydsl_failure: tuple[str, str] | None = None
+
+    def hash_key(self) -> str:
+        scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
+                           if k != "config")
+        return f"flydsl-{TEMPLATE}-{self.template_hash}-{self.op}-{self.config_id}-{scalars}"
+
+    def info_dict(self) -> dict[str, Any]:
+        return {"backend": "flydsl", **self.inductor_flydsl_config}
+
+    def _validate(self, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        self.to_callable()(*inputs, out=out)
+        expected = reference(self.op, inputs, float(self.kwargs["alpha"]),
+                             float(self.kwargs.get("beta", 0.0)))
+        check_close(out, expected, self.k)
+
+    def benchmark(self, *args: torch.Tensor, out: torch.Tensor) -> float:
+        try:
+            self._validate(args, out)
+        except NumericMismatch as exc:
+            self.inductor_flydsl_failure = (STATUS_INVALID, f"numeric check failed: {exc}")
+        except Exception as exc:  # compile error, launch error: this candidate only
+            self.inductor_flydsl_failure = (STATUS_FAILED, f"{type(exc).__name__}: {exc}")
+        if self.inductor_flydsl_failure is not None:
+            log.info("inductor_flydsl: %s excluded: %s", self.name,
+                     self.inductor_flydsl_failure[1])
+            return math.inf
+        return super().benchmark(*args, out=out)
+
+
+_kernel_choices: dict[str, FlydslKernelChoice] = {}
+
+
+def kernel_choice(op: str) -> FlydslKernelChoice:
+    if op not in _kernel_choices:
+        existing = ExternKernelChoice.lookup(f"inductor_flydsl_{op}")
+        _kernel_choices[op] = existing if isinstance(existing, FlydslKernelChoice) \
+            else FlydslKernelChoice(op)
+    return _kernel_choices[op]

@@ -1,0 +1,182 @@
+"""Can FlyDSL serve a GEMM? Checked before any candidate is created.
+
+Two layers, each returning every reason it says no (an empty list means yes):
+
+- :func:`runtime_reasons`: a ROCm build of torch, a GPU whose arch the templates target,
+  the flydsl package importable and the ROCm 7 HIP runtime loadable. Nothing is launched
+  to find out (FlyDSL aborts the process when it launches without ROCm 7).
+- :func:`problem_reasons`: op, dtypes, static shapes, layouts, alignment and the
+  divisibility the template needs (``gemm_dense.divisibility_requirements``).
+
+:func:`explain` combines them with the configs that would be tried.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..problem import Problem, TensorSpec
+from .configs import GemmConfig, default_configs, exhaustive, prune_for_shape
+from .cross_compile import load_template
+
+SUPPORTED_ARCHS = ("gfx950", "gfx942")
+TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
+SUPPORTED_OPS = ("mm", "addmm", "bmm")
+HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
+ELEMENT_BYTES = 2
+CONFIGS_PER_PROBLEM = 12
+
+
+@functools.cache
+def hip_runtime_loadable() -> bool:
+    try:
+        ctypes.CDLL(HIP_RUNTIME_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
+def runtime_reasons(device: Any = None) -> list[str]:
+    """Why FlyDSL kernels cannot run on ``device`` (default: the current GPU) here."""
+    import torch
+
+    reasons = []
+    if torch.version.hip is None:
+        reasons.append("torch is not a ROCm build (FlyDSL kernels run only on AMD GPUs)")
+    elif not torch.cuda.is_available():
+        reasons.append("no ROCm GPU is visible")
+    else:
+        dev = torch.device(device) if device is not None else torch.device("cuda")
+        if dev.type != "cuda":
+            reasons.append(f"device {dev} is not a GPU")
+        else:
+            from ..device import rocm_arch
+
+            arch = rocm_arch(dev)
+            if arch not in SUPPORTED_ARCHS:
+                reasons.append(f"arch {arch} is not supported (supported: "
+                               f"{', '.join(SUPPORTED_ARCHS)})")
+    if importlib.util.find_spec("flydsl") is None:
+        reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
+    if torch.version.hip is not None and not hip_runtime_loadable():
+        reasons.append(f"the ROCm 7 HIP runtime ({HIP_RUNTIME_LIBRARY}) cannot be loaded")
+    return reasons
+
+
+def _layout_letter(t: TensorSpec) -> str | None:
+    if t.stride[-1] == 1 and t.size[-1] >= 1:
+        return "n"
+    if t.stride[-2] == 1:
+        return "t"
+    return None
+
+
+def _leading_stride(t: TensorSpec, letter: str) -> int:
+    return t.stride[-2] if letter == "n" else t.stride[-1]
+
+
+def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[str]:
+    """Why the template cannot compute ``problem`` (independent of any config).
+
+    ``offsets`` are the storage offsets (elements) of the inputs, when known.
+    """
+    reasons: list[str] = []
+    if problem.op not in SUPPORTED_OPS:
+        return [f"op {problem.op} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
+    if problem.dynamic:
+        reasons.append("shapes are dynamic (FlyDSL kernels are compiled for static shapes)")
+    dtypes = {t.dtype for t in problem.inputs} | {problem.output.dtype}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in TORCH_TO_TEMPLATE_DTYPE:
+        reasons.append(f"dtypes {sorted(dtypes)} are not all bfloat16 or all float16")
+    start = 1 if problem.op == "addmm" else 0
+    a, b = problem.inputs[start], problem.inputs[start + 1]
+    rank = 3 if problem.op == "bmm" else 2
+    if len(a.size) != rank or len(b.size) != rank:
+        return [*reasons, f"{problem.op} operands must be {rank}-D"]
+    m, n, k = problem.mnk
+    if min(m, n, k) == 0:
+        return [*reasons, "an empty dimension (M, N or K is 0)"]
+    letters = (_layout_letter(a), _layout_letter(b))
+    if None in letters:
+        reasons.append("an operand has no unit stride in its last two dims (strided view)")
+        return reasons
+    layout = "".join(letters)  # type: ignore[arg-type]
+    tpl = load_template("gemm_dense")
+    req = tpl.divisibility_requirements(GemmConfig(), problem.op if problem.op != "bmm"
+                                        else "bmm", layout)
+    ld = req["ld_multiple"]
+    for name, t, letter in (("A", a, letters[0]), ("B", b, letters[1])):
+        if _leading_stride(t, letter) % ld:
+            reasons.append(f"{name}'s leading stride {_leading_stride(t, letter)} is not a "
+                           f"multiple of {ld} elements (16 bytes)")
+        if rank == 3 and t.size[0] > 1 and t.stride[0] % ld:
+            reasons.append(f"{name}'s batch stride {t.stride[0]} is not a multiple of {ld}")
+        span = sum((s - 1) * st for s, st in zip(t.size, t.stride, strict=True)) + 1
+        if span > req["max_span_elements"]:
+            reasons.append(f"{name} spans {span} elements, over the kernel's int32 offsets")
+    if n % req["n_multiple"]:
+        reasons.append(f"N={n} is not a multiple of {req['n_multiple']}")
+    if m % req["m_multiple"]:
+        reasons.append(f"M={m} is not a multiple of {req['m_multiple']} (layout {layout})")
+    min_tile_k = min(tpl.TILE_K_CHOICES)
+    if k % min_tile_k:
+        reasons.append(f"K={k} is not a multiple of {min_tile_k} (smallest tile_k)")
+    if problem.op == "addmm":
+        bias = problem.inputs[0]
+        row_vector = (len(bias.size) == 1 and bias.stride[-1] == 1) or (
+            len(bias.size) == 2 and bias.stride == (0, 1))
+        if not row_vector or bias.size[-1] != n:
+            reasons.append("addmm bias is not a length-N row vector broadcast over rows")
+    for i, offset in enumerate(offsets):
+        if (offset * ELEMENT_BYTES) % req["base_align_bytes"]:
+            reasons.append(f"input {i} starts {offset} elements into its storage: not "
+                           f"{req['base_align_bytes']}-byte aligned")
+    return reasons
+
+
+def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
+                      limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
+    """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first."""
+    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
+    space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
+        default_configs(arch, dtype)
+    m, n, k = problem.mnk
+    if search_space.upper() == "EXHAUSTIVE":
+        limit = max(limit, 64)
+    return prune_for_shape(space, m, n, k, limit=limit)
+
+
+@dataclass
+class Explanation:
+    op: str
+    problem: str
+    arch: str
+    eligible: bool
+    reasons: list[str] = field(default_factory=list)
+    configs: list[dict[str, int]] = field(default_factory=list)
+    search_space: str = "DEFAULT"
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
+            check_runtime: bool = False) -> Explanation:
+    reasons = runtime_reasons() if check_runtime else []
+    if arch not in SUPPORTED_ARCHS:
+        reasons.append(f"arch {arch} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
+    reasons += problem_reasons(problem)
+    configs = []
+    if not reasons:
+        configs = [c.to_json() for c in candidate_configs(problem, arch,
+                                                          search_space=search_space)]
+        if not configs:
+            reasons.append("no config of the search space fits this shape "
+                           "(K must be a multiple of a tile_k that is <= K)")
+    return Explanation(op=problem.op, problem=problem.summary(), arch=arch,
+                       eligible=not reasons, reasons=reasons, configs=configs,
+                       search_space=search_space.upper())

@@ -1,0 +1,93 @@
+"""The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
+
+``torch.ops.inductor_flydsl.{mm,addmm,bmm}_out`` are out-variant ops: they write into the
+buffer Inductor allocated (``out``), launch on the current stream, never synchronize the
+host and never allocate. Generated code passes ``out`` by keyword (schemas cannot have
+keyword-only tensors, so it is an ordinary argument). Their fake implementations do
+nothing, so tracing, the FX graph cache and CUDA-graph capture see a plain in-place op.
+Generated code names them as
+``torch.ops.inductor_flydsl.<op>_out.default``: any process that has imported
+``inductor_flydsl`` (or has the package installed, through the ``torch.backends`` entry
+point) can run a cached graph that calls them.
+
+The config arrives as JSON text and is validated (``GemmConfig.from_json``) before it
+reaches kernel generation. The real implementation refuses to launch unless the ROCm 7
+runtime and a supported arch were verified (FlyDSL would abort the process otherwise).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import torch
+
+NAMESPACE = "inductor_flydsl"
+
+
+class FlydslRuntimeUnavailable(RuntimeError):
+    pass
+
+
+@functools.cache
+def _parse_config(config: str):  # returns the template's GemmConfig
+    from .cross_compile import load_template
+
+    data = json.loads(config)
+    return load_template("gemm_dense").GemmConfig.from_json(data)
+
+
+def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                    out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
+    from .eligibility import runtime_reasons
+
+    reasons = runtime_reasons(out.device)
+    if reasons:
+        raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
+    from .cross_compile import load_template
+
+    load_template("gemm_dense").launch(a, b, bias, out, alpha, beta, _parse_config(config))
+
+
+@torch.library.custom_op(f"{NAMESPACE}::mm_out", mutates_args=("out",))
+def mm_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
+           alpha: float = 1.0) -> None:
+    _checked_launch(a, b, None, out, alpha, 0.0, config)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::addmm_out", mutates_args=("out",))
+def addmm_out(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+              config: str, alpha: float = 1.0, beta: float = 1.0) -> None:
+    _checked_launch(a, b, bias, out, alpha, beta, config)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bmm_out", mutates_args=("out",))
+def bmm_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
+            alpha: float = 1.0) -> None:
+    _checked_launch(a, b, None, out, alpha, 0.0, config)
+
+
+@mm_out.register_fake
+def _mm_out_fake(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
+                 alpha: float = 1.0) -> None:
+    return None
+
+
+@addmm_out.register_fake
+def _addmm_out_fake(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                    config: str, alpha: float = 1.0, beta: float = 1.0) -> None:
+    return None
+
+
+@bmm_out.register_fake
+def _bmm_out_fake(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
+                  alpha: float = 1.0) -> None:
+    return None
+
+
+OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out}
+
+
+def op_call_name(op: str) -> str:
+    """How generated code names the op: ``torch.ops.inductor_flydsl.<op>_out.default``."""
+    return f"torch.ops.{NAMESPACE}.{op}_out.default"

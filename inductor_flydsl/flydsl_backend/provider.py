@@ -1,0 +1,88 @@
+"""Adds FlyDSL candidates to an Inductor GEMM autotuning, when it may.
+
+FlyDSL choices are offered only when ``FLYDSL`` is among
+``max_autotune_gemm_backends`` (``TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS=ATEN,TRITON,FLYDSL``,
+the token upstream uses), the runtime and the problem pass the eligibility checks, and
+Inductor benchmarks in-process (where candidates are validated). Otherwise nothing is
+added, ATen and Triton are untouched, and a debug log line says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..inductor.ir_problem import problem_from_ir
+from .eligibility import SUPPORTED_OPS, candidate_configs, problem_reasons, runtime_reasons
+
+log = logging.getLogger("inductor_flydsl")
+BACKEND_TOKEN = "FLYDSL"
+
+
+def backend_requested() -> bool:
+    from torch._inductor import config
+
+    tokens = {t.strip().upper() for t in str(config.max_autotune_gemm_backends).split(",")}
+    return BACKEND_TOKEN in tokens
+
+
+def inductor_config_reasons() -> list[str]:
+    from torch._inductor import config
+
+    reasons = []
+    if config.cpp_wrapper or config.aot_inductor.output_path or getattr(
+            config, "aot_mode", False):
+        reasons.append("C++ wrapper / AOTInductor codegen is not supported")
+    if config.autotune_in_subproc:
+        reasons.append("autotune_in_subproc is on (candidates are validated in-process)")
+    return reasons
+
+
+def _offsets(input_nodes: Sequence[Any]) -> tuple[int, ...]:
+    offsets = []
+    for node in input_nodes:
+        try:
+            offsets.append(int(node.get_layout().offset))
+        except (TypeError, ValueError, AttributeError, NotImplementedError):
+            offsets.append(1)  # symbolic or unknown offset: treated as misaligned
+    return tuple(offsets)
+
+
+def runtime_target(device: Any) -> tuple[str | None, list[str]]:
+    """(arch, reasons): the gfx arch FlyDSL kernels would be compiled for on ``device``,
+    or the reasons they cannot run there."""
+    reasons = runtime_reasons(device)
+    if reasons:
+        return None, reasons
+    from ..device import rocm_arch
+
+    return rocm_arch(device), []
+
+
+def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
+                   choices: Sequence[Any]) -> list[Any]:
+    if not backend_requested() or name not in SUPPORTED_OPS:
+        return []
+    arch, reasons = runtime_target(layout.device)
+    reasons += inductor_config_reasons()
+    problem = problem_from_ir(name, input_nodes, layout, choices)
+    if not reasons:
+        reasons = problem_reasons(problem, offsets=_offsets(input_nodes))
+    if reasons:
+        log.debug("inductor_flydsl: no FlyDSL choices for %s: %s", problem.summary(),
+                  "; ".join(reasons))
+        return []
+    from torch._inductor import config
+
+    from .choices import FlydslChoiceCaller, kernel_choice
+
+    configs = candidate_configs(problem, str(arch),
+                                search_space=str(config.max_autotune_gemm_search_space))
+    epilogue = dict(problem.epilogue)
+    k = problem.mnk[2]
+    made = [FlydslChoiceCaller(kernel_choice(name), input_nodes, layout, c,
+                               alpha=float(epilogue.get("alpha", 1.0)),
+                               beta=float(epilogue.get("beta", 1.0)), k=k) for c in configs]
+    log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
+    return made

@@ -1,0 +1,180 @@
+"""What an offline sweep tunes: one GEMM per :class:`SweepItem`.
+
+An item is an op (``mm``, ``addmm``, ``bmm`` or ``linear``), its sizes, dtype and operand
+layout. Its ``item_id`` is a stable hash of those fields, so the same item has the same id
+in every process and on every machine (``sweep_status`` is keyed by it for ``--resume``).
+
+Values may come from a CSV file, a preset or a DB row: :meth:`SweepItem.from_values`
+validates every field and raises :class:`ItemError` with a message naming the bad field.
+
+Layout letters are A then B, ``n`` row-major and ``t`` column-major: ``nt`` is
+``A (M x K) @ B`` where B is stored as an N x K row-major matrix, the weight layout of
+``nn.Linear``. ``op=linear`` is ``y = x @ W.T`` without bias (``nn.Linear``), hence always
+``nt``; ``addmm`` adds a bias of N elements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..keys import stable_id
+
+OPS = ("mm", "addmm", "bmm", "linear")
+LAYOUTS = ("nn", "nt", "tn", "tt")
+DTYPES = ("float32", "bfloat16", "float16")
+DTYPE_ALIASES = {
+    "float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16",
+}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+MAX_DIM = 1 << 20  # per GEMM dimension
+MAX_BATCH = 1 << 16
+MAX_OPERAND_BYTES = 1 << 36  # 64 GiB: anything larger is a typo, not a GEMM to tune
+
+
+class ItemError(ValueError):
+    """A sweep item field is missing or invalid; ``str(exc)`` names the field."""
+
+
+def _int_field(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool):
+        raise ItemError(f"{name}={value!r} is not an integer")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ItemError(f"{name}={value!r} is not an integer")
+        number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text.isascii() or not text.isdigit():
+            raise ItemError(f"{name}={value!r} is not a positive integer")
+        number = int(text)
+    else:
+        raise ItemError(f"{name}={value!r} is not an integer")
+    if not low <= number <= high:
+        raise ItemError(f"{name}={number} is out of range ({low}..{high})")
+    return number
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in allowed:
+        raise ItemError(f"{name}={value!r} is not one of: {', '.join(allowed)}")
+    return text
+
+
+def _dtype(value: Any) -> str:
+    text = value.strip().lower().removeprefix("torch.") if isinstance(value, str) else None
+    if text not in DTYPE_ALIASES:
+        raise ItemError(f"dtype={value!r} is not one of: {', '.join(DTYPES)} "
+                        "(or fp32, bf16, fp16)")
+    return DTYPE_ALIASES[text]
+
+
+@dataclass(frozen=True, order=True)
+class SweepItem:
+    op: str
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    dtype: str = "bfloat16"
+    layout: str = "nt"
+
+    def __post_init__(self) -> None:
+        # Direct construction gets the same checks as values read from a file.
+        checked = SweepItem._checked(asdict(self))
+        if checked != asdict(self):
+            raise ItemError(f"sweep item fields are not canonical: {asdict(self)} "
+                            f"(use SweepItem.from_values)")
+
+    @staticmethod
+    def _checked(values: Mapping[str, Any]) -> dict[str, Any]:
+        lowered = {str(k).strip().lower(): v for k, v in values.items()}
+        unknown = set(lowered) - {"op", "m", "n", "k", "batch", "dtype", "layout"}
+        if unknown:
+            raise ItemError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        for required in ("op", "m", "n", "k"):
+            if lowered.get(required) in (None, ""):
+                raise ItemError(f"{required.upper() if len(required) == 1 else required} "
+                                "is missing")
+        op = _choice("op", lowered["op"], OPS)
+        m = _int_field("M", lowered["m"], 1, MAX_DIM)
+        n = _int_field("N", lowered["n"], 1, MAX_DIM)
+        k = _int_field("K", lowered["k"], 1, MAX_DIM)
+        batch_value = lowered.get("batch")
+        batch = 1 if batch_value in (None, "") else _int_field("batch", batch_value, 1,
+                                                                MAX_BATCH)
+        dtype_value = lowered.get("dtype")
+        dtype = "bfloat16" if dtype_value in (None, "") else _dtype(dtype_value)
+        layout_value = lowered.get("layout")
+        layout = "nt" if layout_value in (None, "") else _choice("layout", layout_value,
+                                                                 LAYOUTS)
+        if op != "bmm" and batch != 1:
+            raise ItemError(f"batch={batch} is only allowed with op=bmm (op={op} needs 1)")
+        if op == "linear" and layout != "nt":
+            raise ItemError(f"layout={layout!r} with op=linear: a linear layer is x @ W.T "
+                            "with W stored N x K row-major, i.e. layout nt")
+        largest = batch * max(m * k, k * n, m * n) * DTYPE_BYTES[dtype]
+        if largest > MAX_OPERAND_BYTES:
+            raise ItemError(f"{batch}x{m}x{n}x{k} {dtype}: an operand of {largest} bytes "
+                            f"exceeds {MAX_OPERAND_BYTES} bytes")
+        return {"op": op, "m": m, "n": n, "k": k, "batch": batch, "dtype": dtype,
+                "layout": layout}
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> SweepItem:
+        """Validate and canonicalize fields (case-insensitive names; M/N/K as text or int;
+        dtype aliases such as ``bf16``); defaults: batch 1, dtype bfloat16, layout nt."""
+        return cls(**cls._checked(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def item_id(self) -> str:
+        return stable_id(self.to_dict())
+
+    def summary(self) -> str:
+        batch = f"{self.batch}x" if self.op == "bmm" else ""
+        return f"{self.op} {self.dtype} {batch}{self.m}x{self.n}x{self.k} {self.layout}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+
+def dedupe(items: list[SweepItem]) -> list[SweepItem]:
+    """Drop repeats (same item_id), keeping the first occurrence's position."""
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        if item.item_id not in seen:
+            seen.add(item.item_id)
+            out.append(item)
+    return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (1-based shard K of N)."""
+    try:
+        k_text, n_text = text.split("/")
+        k, n = int(k_text), int(n_text)
+    except ValueError:
+        raise ItemError(f"bad shard {text!r}: use K/N, e.g. 1/4") from None
+    if n < 1 or not 1 <= k <= n:
+        raise ItemError(f"bad shard {text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def shard(items: list[SweepItem], k: int, n: int) -> list[SweepItem]:
+    """Shard ``k`` of ``n`` (1-based): every ``n``-th item of the list sorted by item_id,
+    starting at ``k - 1``. The N shards of one list cover it exactly once, whatever order
+    the list came in."""
+    ordered = sorted(dedupe(items), key=lambda item: item.item_id)
+    return ordered[k - 1::n]

@@ -1,0 +1,207 @@
+"""Where sweep items come from: named presets, a CSV file, or the DB's recorded misses.
+
+Presets:
+
+- ``dense-bf16-suite``: the 15 dense BF16 NT ``mm`` shapes of the published FlyDSL
+  comparison (M in 8..4096 x 4096 x 4096, 4096x4096x8192, 8192^3, 32x14336x4096,
+  16x28672x4096, 4096x256x4096);
+- ``llama3-8b``, ``llama3-70b``, ``mixtral-8x7b``: every distinct linear layer of the model
+  (fused qkv, o, gate/up separate and fused, down; Mixtral's experts w1/w3 (fused w13 too),
+  w2 and the router) over token counts M = 1, 2, 4, ..., 8192 (the dynamic-M buckets),
+  bf16, N and K from the published model configs;
+- ``cpu-smoke``: four tiny fp32 linear layers and one ``mm`` (skipped on CPU, where
+  Inductor autotunes only frozen-weight linears), a couple of minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from ..problem import Problem
+from .items import ItemError, SweepItem, dedupe
+
+M_BUCKETS = tuple(1 << i for i in range(14))  # 1 .. 8192
+
+# (name, N, K) of each distinct linear layer, from the models' config.json
+# (hidden, heads x head_dim, kv heads, intermediate).
+LLAMA3_8B = (  # hidden 4096, 32 heads, 8 kv heads, head_dim 128, intermediate 14336
+    ("qkv", (32 + 2 * 8) * 128, 4096), ("o", 4096, 4096), ("gate_up", 2 * 14336, 4096),
+    ("gate/up", 14336, 4096), ("down", 4096, 14336))
+LLAMA3_70B = (  # hidden 8192, 64 heads, 8 kv heads, head_dim 128, intermediate 28672
+    ("qkv", (64 + 2 * 8) * 128, 8192), ("o", 8192, 8192), ("gate_up", 2 * 28672, 8192),
+    ("gate/up", 28672, 8192), ("down", 8192, 28672))
+MIXTRAL_8X7B = (  # hidden 4096, 32 heads, 8 kv heads, 8 experts of intermediate 14336
+    ("qkv", (32 + 2 * 8) * 128, 4096), ("o", 4096, 4096), ("router", 8, 4096),
+    ("expert.w13", 2 * 14336, 4096), ("expert.w1/w3", 14336, 4096),
+    ("expert.w2", 4096, 14336))
+
+_DENSE_BF16_NT_FALLBACK: tuple[tuple[int, int, int], ...] = (
+    *((m, 4096, 4096) for m in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)),
+    (4096, 4096, 8192), (8192, 8192, 8192), (32, 14336, 4096), (16, 28672, 4096),
+    (4096, 256, 4096))
+
+CPU_SMOKE = (  # (op, M, N, K): tiny fp32 problems, ~15-20 s each on 2 cores
+    ("linear", 16, 128, 64), ("linear", 32, 64, 128), ("linear", 8, 256, 64),
+    ("linear", 64, 96, 32), ("mm", 16, 32, 64))
+
+
+def _mnk(entry: Any) -> tuple[int, int, int]:
+    """An (M, N, K) from a tuple, a mapping or an object with m/n/k attributes."""
+    if isinstance(entry, dict):
+        lowered = {str(k).lower(): v for k, v in entry.items()}
+        return int(lowered["m"]), int(lowered["n"]), int(lowered["k"])
+    if all(hasattr(entry, a) for a in ("m", "n", "k")):
+        return int(entry.m), int(entry.n), int(entry.k)
+    m, n, k = entry
+    return int(m), int(n), int(k)
+
+
+def dense_bf16_shapes() -> tuple[tuple[int, int, int], ...]:
+    """The suite from ``flydsl_backend.suites`` when that module exists, else our copy."""
+    try:
+        from ..flydsl_backend.suites import DENSE_BF16_NT_SUITE
+    except ImportError:
+        return _DENSE_BF16_NT_FALLBACK
+    return tuple(_mnk(entry) for entry in DENSE_BF16_NT_SUITE)
+
+
+def _linear_items(layers: Iterable[tuple[str, int, int]]) -> list[SweepItem]:
+    return dedupe([SweepItem.from_values({"op": "linear", "m": m, "n": n, "k": k,
+                                          "dtype": "bfloat16", "layout": "nt"})
+                   for _, n, k in layers for m in M_BUCKETS])
+
+
+def _preset_items(name: str) -> list[SweepItem]:
+    if name == "dense-bf16-suite":
+        return [SweepItem.from_values({"op": "mm", "m": m, "n": n, "k": k,
+                                       "dtype": "bfloat16", "layout": "nt"})
+                for m, n, k in dense_bf16_shapes()]
+    if name == "llama3-8b":
+        return _linear_items(LLAMA3_8B)
+    if name == "llama3-70b":
+        return _linear_items(LLAMA3_70B)
+    if name == "mixtral-8x7b":
+        return _linear_items(MIXTRAL_8X7B)
+    if name == "cpu-smoke":
+        return [SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "dtype": "float32",
+                                       "layout": "nt"}) for op, m, n, k in CPU_SMOKE]
+    raise ItemError(f"unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
+
+
+PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "cpu-smoke")
+
+
+def preset(name: str) -> list[SweepItem]:
+    return dedupe(_preset_items(name))
+
+
+# ---- CSV ------------------------------------------------------------------------------
+CSV_COLUMNS = ("op", "m", "n", "k", "batch", "dtype", "layout")
+CSV_REQUIRED = ("op", "m", "n", "k", "dtype", "layout")
+
+
+def parse_shapes_csv(path: str | Path) -> list[SweepItem]:
+    """Items from a CSV with the header ``op,M,N,K,batch,dtype,layout`` (names are
+    case-insensitive; ``batch`` may be absent or blank for 1). Blank lines and lines
+    starting with ``#`` are ignored. Any bad value raises :class:`ItemError` naming the
+    file, line and field; duplicates are dropped."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ItemError(f"cannot read {path}: {exc}") from exc
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise ItemError(f"{path}: empty file; expected a header {','.join(CSV_COLUMNS)}")
+    header_line, header_text = lines[0]
+    header = [h.strip().lower() for h in next(csv.reader([header_text]))]
+    unknown = [h for h in header if h not in CSV_COLUMNS]
+    missing = [c for c in CSV_REQUIRED if c not in header]
+    if unknown or missing or len(set(header)) != len(header):
+        problems = []
+        if unknown:
+            problems.append(f"unknown column(s) {', '.join(unknown)}")
+        if missing:
+            problems.append(f"missing column(s) {', '.join(missing)}")
+        if len(set(header)) != len(header):
+            problems.append("repeated column names")
+        raise ItemError(f"{path} line {header_line}: bad header ({'; '.join(problems)}); "
+                        f"expected {','.join(CSV_COLUMNS)}")
+    items = []
+    for number, line in lines[1:]:
+        values = next(csv.reader([line]))
+        if len(values) != len(header):
+            raise ItemError(f"{path} line {number}: {len(values)} fields, header has "
+                            f"{len(header)}")
+        try:
+            items.append(SweepItem.from_values(dict(zip(header, values, strict=True))))
+        except ItemError as exc:
+            raise ItemError(f"{path} line {number}: {exc}") from None
+    if not items:
+        raise ItemError(f"{path}: no rows after the header")
+    return dedupe(items)
+
+
+def write_shapes_csv(items: Iterable[SweepItem], path: str | Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["op", "M", "N", "K", "batch", "dtype", "layout"])
+        for item in items:
+            writer.writerow([item.op, item.m, item.n, item.k, item.batch, item.dtype,
+                             item.layout])
+
+
+# ---- misses ---------------------------------------------------------------------------
+def item_from_problem(problem: Problem) -> SweepItem:
+    """The sweep item that reproduces ``problem``. CPU linear ops (``packed_linear``,
+    ``linear_unary``, ...) become ``op=linear``; addmm's alpha/beta are not kept."""
+    op = problem.op
+    if "linear" in op:
+        x, out = problem.inputs[0], problem.output
+        m = 1
+        for dim in out.size[:-1]:
+            m *= dim
+        return SweepItem.from_values({"op": "linear", "m": m, "n": out.size[-1],
+                                      "k": x.size[-1], "dtype": x.dtype, "layout": "nt"})
+    if op not in ("mm", "addmm", "bmm"):
+        raise ItemError(f"no sweep op reproduces {op!r}")
+    m, n, k = problem.mnk
+    return SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "batch": problem.batch,
+                                  "dtype": problem.dtype, "layout": problem.layout})
+
+
+@dataclass
+class MissItems:
+    items: list[SweepItem]
+    already_tuned: int  # misses whose problem has since got a winner for this device/sw
+    unconvertible: list[str]  # "summary: reason"
+
+
+def items_from_misses(db: sqlite_utils.Database, device_id: str | None = None,
+                      software_id: str | None = None) -> MissItems:
+    """Items for the problems in ``misses`` (recorded on any device) that have no winner
+    for ``device_id``/``software_id`` (when given), most frequently missed first."""
+    rows = list(db.query(
+        "select m.problem_id, sum(m.count) as count, p.summary, p.spec from misses m"
+        " join problems p on p.id = m.problem_id group by m.problem_id, p.summary, p.spec"
+        " order by count desc, p.summary"))
+    items, unconvertible, tuned = [], [], 0
+    for row in rows:
+        if device_id and software_id and list(db.query(
+                "select 1 from winners where device_id = ? and software_id = ? and"
+                " problem_id = ?", [device_id, software_id, row["problem_id"]])):
+            tuned += 1
+            continue
+        try:
+            items.append(item_from_problem(Problem.from_spec(json.loads(row["spec"]))))
+        except (ItemError, ValueError, KeyError, TypeError, IndexError) as exc:
+            unconvertible.append(f"{row['summary']}: {exc}")
+    return MissItems(items=dedupe(items), already_tuned=tuned, unconvertible=unconvertible)
