@@ -13,6 +13,7 @@ winners, never write), ``off``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -61,6 +62,13 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         hooks.install(state)
         _settings = settings
         return settings
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    # Closing the last connection checkpoints the WAL into the DB file, so the file alone
+    # (copied, shipped, merged) holds everything this process recorded.
+    disable()
 
 
 def disable() -> None:
