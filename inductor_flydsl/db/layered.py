@@ -72,7 +72,8 @@ class LayeredTuningDB:
                 if self.settings.use_shipped:
                     for path in shipped_db_paths():
                         try:
-                            self._shipped.append(TuningDB.open(path, writable=False))
+                            self._shipped.append(TuningDB.open(path, writable=False,
+                                                           immutable=True))
                         except (UnusableDB, sqlite3.Error, OSError) as exc:
                             warn_once(f"shipped:{path}",
                                       f"inductor_flydsl: shipped tuning DB not used: {exc}")

@@ -58,13 +58,13 @@ def check_file(path: Path) -> None:
                          f"of {page_size})")
 
 
-def _connect(path: Path, *, writable: bool) -> sqlite3.Connection:
+def _connect(path: Path, *, writable: bool, immutable: bool = False) -> sqlite3.Connection:
     if writable:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
                                check_same_thread=False)
     else:
         uri = path.resolve().as_uri() + "?mode=ro"
-        if not _can_write_beside(path):
+        if immutable or not _can_write_beside(path):
             # A WAL database in a read-only place cannot create its -shm file; immutable
             # mode reads it without one (safe: nobody can write there either).
             uri += "&immutable=1"
@@ -129,21 +129,29 @@ def _create_new(path: Path) -> None:
                 leftover.unlink()
 
 
-def open_db(path: str | os.PathLike[str], *, writable: bool) -> sqlite_utils.Database:
-    """Open (and, if writable and missing, create) a tuning DB; raise UnusableDB if bad."""
+def open_db(path: str | os.PathLike[str], *, writable: bool,
+            immutable: bool = False) -> sqlite_utils.Database:
+    """Open (and, if writable and missing, create) a tuning DB; raise UnusableDB if bad.
+
+    ``immutable`` (read-only opens of files nobody writes, like the shipped DBs) reads
+    without creating -wal/-shm files next to the DB.
+    """
     path = Path(path)
     if not path.exists():
         if not writable:
             raise UnusableDB(f"{path} does not exist")
         try:
             _create_new(path)
-        except OSError as exc:
-            raise UnusableDB(f"cannot create {path}: {exc.strerror or exc}") from exc
+        except (OSError, sqlite3.Error) as exc:
+            raise UnusableDB(f"cannot create {path}: {getattr(exc, 'strerror', None) or exc}"
+                             ) from exc
     if path.is_dir():
         raise UnusableDB(f"{path} is a directory, not a tuning DB file")
     check_file(path)
+    side_files = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    preexisting = {p for p in side_files if p.exists()}
     try:
-        conn = _connect(path, writable=writable)
+        conn = _connect(path, writable=writable, immutable=immutable and not writable)
     except sqlite3.DatabaseError as exc:
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     try:
@@ -151,6 +159,13 @@ def open_db(path: str | os.PathLike[str], *, writable: bool) -> sqlite_utils.Dat
         check_schema(db, path)
     except (sqlite3.DatabaseError, UnusableDB) as exc:
         conn.close()
+        # SQLite may have created empty -wal/-shm files next to a file we refuse: remove
+        # those (and only those) so a bad file is left exactly as it was found.
+        for side in side_files:
+            if side not in preexisting and side.exists() and (
+                    side.name.endswith("-shm") or side.stat().st_size == 0):
+                with contextlib.suppress(OSError):
+                    side.unlink()
         if isinstance(exc, UnusableDB):
             raise
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc

@@ -75,9 +75,10 @@ class TuningDB:
         self._run_id: int | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, writable: bool,
-             tool: str = "torch.compile") -> TuningDB:
-        return cls(open_db(path, writable=writable), Path(path), writable=writable, tool=tool)
+    def open(cls, path: str | os.PathLike[str], *, writable: bool, tool: str = "torch.compile",
+             immutable: bool = False) -> TuningDB:
+        return cls(open_db(path, writable=writable, immutable=immutable), Path(path),
+                   writable=writable, tool=tool)
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,565 @@
+"""Compile catalog: cross-compile a search space of FlyDSL configs and record every result.
+
+One *job* is (template, config, arch, dtype, layout, op). :func:`build_jobs` lists them,
+:func:`run_catalog` compiles them in parallel worker processes and writes one row per job
+to the ``compile_catalog`` table of a tuning DB, and :func:`summarize` condenses the
+results (counts, compile seconds, VGPR/LDS ranges, MFMA counts).
+
+Which variants are compiled (``build_jobs``):
+
+* No ``dtypes``/``layouts``/``ops`` filter and not ``full``: every config of the search
+  space for the main variant (bf16, ``nt``, ``mm``: a linear layer), plus each of the
+  other 23 (dtype, layout, op) variants once with :data:`REPRESENTATIVE` (a DEFAULT
+  config that fits both archs). That covers every config and every code path of the
+  template at a twentieth of the cost of the cross product.
+* Otherwise the cross product of configs and variants, where each axis is the given
+  filter, or all values with ``full``, or the main variant's value.
+
+Search spaces: ``DEFAULT`` is the 24-config DEFAULT list; ``EXHAUSTIVE`` every valid
+config of the template's ranges (2800, before the resource model). ``limit`` keeps the
+first N jobs per arch (main variant first).
+
+Configs the resource model (:mod:`.resources`) rejects for an arch are **recorded
+without compiling**, as ``ok=0`` with the error ``"rejected by resource model: ..."``,
+so the catalog states why a DEFAULT config is absent on e.g. gfx942 (LDS 64 KiB).
+``compile_rejected=True`` compiles them anyway (to check the model); their failures are
+reported but are not counted as failures of accepted configs.
+
+Processes: MLIR compiles single-threaded, so jobs run in ``spawn``-ed worker processes,
+one job at a time each. This is a small dedicated pool rather than
+``concurrent.futures.ProcessPoolExecutor``, because the executor can neither stop one
+overrunning task nor tell which task killed a worker (a dead worker breaks the whole
+executor and fails every pending future). Here a job that exceeds ``timeout_s`` has its
+worker killed and is recorded as ``timeout``; a worker that dies (abort, segfault, OOM
+kill) is recorded as that job's ``crashed`` failure; either way a fresh worker takes
+over and the run goes on. Results are committed in batches, so an interrupted run
+(Ctrl-C) keeps everything that finished; the workers ignore SIGINT and are stopped by
+the parent.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib
+import importlib.metadata
+import itertools
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import statistics
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..keys import canonical_json, stable_id
+from . import configs as configs_mod
+from .cross_compile import CompileResult, load_template, template_source_hash
+from .resources import estimate
+
+TEMPLATE = "gemm_dense"
+SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
+MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
+DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.cross_compile:compile_config"
+DEFAULT_TIMEOUT_S = 300.0
+BATCH_ROWS = 25
+BATCH_SECONDS = 5.0
+REJECTED_PREFIX = "rejected by resource model: "
+# Job outcomes.
+OK, FAILED, REJECTED, CRASHED, TIMEOUT = "ok", "failed", "rejected", "crashed", "timeout"
+
+_tpl = load_template(TEMPLATE)
+# A DEFAULT-list config that fits gfx950 and gfx942 (LDS 55 KiB) with the double-buffered
+# main loop: compiled once for every non-main variant.
+REPRESENTATIVE = _tpl.GemmConfig(tile_m=64, tile_n=128, tile_k=64, waves_m=2, waves_n=2,
+                                 stages=2, group_m=8)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cross-compile; ``rejected`` holds the resource model's reasons, if any."""
+
+    template: str
+    config: tuple[tuple[str, int], ...]
+    arch: str
+    dtype: str
+    layout: str
+    op: str
+    rejected: str | None = None
+
+    @property
+    def config_json(self) -> dict[str, int]:
+        return dict(self.config)
+
+    @property
+    def config_id(self) -> str:
+        return stable_id(self.config_json)
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, str]:
+        return (self.arch, self.template, self.config_id, self.op, self.dtype, self.layout)
+
+    def describe(self) -> str:
+        c = self.config_json
+        tile = f"{c['tile_m']}x{c['tile_n']}x{c['tile_k']}"
+        return (f"{self.arch} {self.dtype} {self.layout} {self.op} {tile} "
+                f"w{c['waves_m']}x{c['waves_n']} s{c['stages']} g{c['group_m']}")
+
+
+@dataclass
+class JobResult:
+    job: Job
+    status: str
+    result: CompileResult
+
+    @property
+    def accepted(self) -> bool:
+        return self.job.rejected is None
+
+    @property
+    def spilled(self) -> bool:
+        r = self.result
+        return bool(r.ok and ((r.vgpr_spills or 0) + (r.sgpr_spills or 0) or r.scratch_bytes))
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "arch": self.job.arch, "template": self.job.template,
+            "template_hash": r.source_hash, "config_id": self.job.config_id,
+            "config": self.job.config_json, "op": self.job.op, "dtype": self.job.dtype,
+            "layout": self.job.layout, "status": self.status, "accepted": self.accepted,
+            "ok": r.ok, "error": r.error, "vgprs": r.vgprs, "agprs": r.agprs,
+            "total_vgprs": r.total_vgprs, "sgprs": r.sgprs, "lds_bytes": r.lds_bytes,
+            "scratch_bytes": r.scratch_bytes, "vgpr_spills": r.vgpr_spills,
+            "sgpr_spills": r.sgpr_spills, "mfma": dict(r.mfma_counts),
+            "compile_s": r.compile_seconds,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Job list
+# ---------------------------------------------------------------------------
+
+
+def candidate_configs(search_space: str) -> list[Any]:
+    """The search space's configs before the resource model (which is per arch)."""
+    space = search_space.upper()
+    if space == "DEFAULT":
+        return list(configs_mod.DEFAULT)
+    if space == "EXHAUSTIVE":
+        out = []
+        for values in itertools.product(
+            _tpl.TILE_MN_CHOICES, _tpl.TILE_MN_CHOICES, _tpl.TILE_K_CHOICES,
+            _tpl.WAVES_CHOICES, _tpl.WAVES_CHOICES, _tpl.STAGES_CHOICES, _tpl.GROUP_M_CHOICES,
+        ):
+            config = _tpl.GemmConfig(**dict(zip(configs_mod._FIELDS, values, strict=True)))
+            with contextlib.suppress(ValueError):
+                config.validate()
+                out.append(config)
+        return out
+    raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
+
+
+def _axis(given: Iterable[str] | None, allowed: tuple[str, ...], main: str, full: bool,
+          name: str) -> list[str]:
+    if given:
+        values = list(dict.fromkeys(given))
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            raise ValueError(f"unknown {name} {bad}; use {', '.join(allowed)}")
+        return values
+    return list(allowed) if full else [main]
+
+
+def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
+               dtypes: Iterable[str] | None = None, layouts: Iterable[str] | None = None,
+               ops: Iterable[str] | None = None, full: bool = False,
+               limit: int | None = None) -> list[Job]:
+    """List the compile jobs (see the module docstring for the variant rules)."""
+    archs = list(dict.fromkeys(archs))
+    for arch in archs:
+        if arch not in _tpl.ARCHS:
+            raise ValueError(f"unknown arch {arch!r}; use {', '.join(_tpl.ARCHS)}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be positive, got {limit}")
+    space = candidate_configs(search_space)
+    sampled = not (full or dtypes or layouts or ops)
+    dt = _axis(dtypes, _tpl.DTYPES, MAIN_VARIANT[0], full or sampled, "dtype")
+    la = _axis(layouts, _tpl.LAYOUTS, MAIN_VARIANT[1], full or sampled, "layout")
+    op = _axis(ops, _tpl.OPS, MAIN_VARIANT[2], full or sampled, "op")
+    variants = [v for v in itertools.product(dt, la, op)]
+    variants.sort(key=lambda v: v != MAIN_VARIANT)  # main variant first, stable otherwise
+    jobs: list[Job] = []
+    for arch in archs:
+        per_arch: list[Job] = []
+        for dtype, layout, op_name in variants:
+            chosen = space
+            if sampled and (dtype, layout, op_name) != MAIN_VARIANT:
+                chosen = [REPRESENTATIVE]
+            for config in chosen:
+                _, _, fits, reasons = estimate(config, dtype, arch)
+                per_arch.append(Job(TEMPLATE, tuple(config.to_json().items()), arch, dtype,
+                                    layout, op_name, None if fits else "; ".join(reasons)))
+        jobs += list(dict.fromkeys(per_arch))[:limit]
+    return jobs
+
+
+# ---------------------------------------------------------------------------
+# Worker processes
+# ---------------------------------------------------------------------------
+
+
+def _resolve(path: str) -> Callable[..., Any]:
+    module, _, name = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str) -> None:
+    """Worker loop: announce readiness, then compile one job per message until None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    fn = _resolve(compile_fn)
+    if compile_fn == DEFAULT_COMPILE_FN:
+        with contextlib.suppress(ImportError):
+            import flydsl.compiler  # noqa: F401  (warm up before the first job's clock starts)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            result = fn(job["template"], job["config"], arch=job["arch"], dtype=job["dtype"],
+                        layout=job["layout"], op=job["op"])
+            payload = {"result": result.to_json()}
+        except Exception as exc:
+            payload = {"error": "".join(traceback.format_exception_only(exc)).strip()}
+        conn.send(("result", payload))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, compile_fn: str) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, compile_fn), daemon=True,
+                                name="flydsl-compile")
+        self.proc.start()
+        child.close()
+        self.ready = False
+        self.job: Job | None = None
+        self.started = 0.0
+
+    def assign(self, job: Job) -> None:
+        self.job, self.started = job, time.monotonic()
+        self.conn.send({"template": job.template, "config": job.config_json, "arch": job.arch,
+                        "dtype": job.dtype, "layout": job.layout, "op": job.op})
+
+    def stop(self, *, force: bool = False) -> None:
+        if not force and self.proc.is_alive() and self.job is None:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self.conn.send(None)
+            self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        self.conn.close()
+
+
+def _failed_result(job: Job, error: str, seconds: float = 0.0) -> CompileResult:
+    return CompileResult(template=job.template, source_hash=template_source_hash(job.template),
+                         config=job.config_json, arch=job.arch, dtype=job.dtype,
+                         layout=job.layout, op=job.op, ok=False, error=error,
+                         compile_seconds=round(seconds, 3))
+
+
+def _exit_reason(proc: Any) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _from_payload(job: Job, payload: dict[str, Any], seconds: float) -> JobResult:
+    if "result" not in payload:
+        return JobResult(job, FAILED, _failed_result(job, f"worker raised {payload['error']}",
+                                                     seconds))
+    result = CompileResult(**payload["result"])
+    return JobResult(job, OK if result.ok else FAILED, result)
+
+
+def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: str,
+                 on_result: Callable[[JobResult], None]) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    pending = collections.deque(jobs)
+    workers: list[_Worker] = []
+    start_failures = 0
+    try:
+        workers = [_Worker(ctx, compile_fn) for _ in range(min(n_workers, len(jobs)))]
+        while pending or any(w.job is not None for w in workers):
+            for w in workers:
+                if w.ready and w.job is None and pending:
+                    w.assign(pending.popleft())
+            now = time.monotonic()
+            deadlines = [w.started + timeout_s - now for w in workers if w.job is not None]
+            wait_s = max(0.05, min([1.0, *deadlines]))
+            multiprocessing.connection.wait(
+                [w.conn for w in workers] + [w.proc.sentinel for w in workers], wait_s)
+            for i, w in enumerate(workers):
+                replace = False
+                try:
+                    message = w.conn.recv() if w.conn.poll() else None
+                except (EOFError, OSError):
+                    message = None
+                elapsed = time.monotonic() - w.started
+                if message is not None and message[0] == "ready":
+                    w.ready = True
+                elif message is not None and w.job is not None:
+                    job, w.job = w.job, None
+                    on_result(_from_payload(job, message[1], elapsed))
+                elif not w.proc.is_alive():
+                    w.proc.join()
+                    if w.job is None:
+                        start_failures += 1
+                        if start_failures > 2 * len(workers) + 2:
+                            raise RuntimeError("compile workers keep dying before their first "
+                                               f"job ({_exit_reason(w.proc)})")
+                    else:
+                        on_result(JobResult(w.job, CRASHED, _failed_result(
+                            w.job, f"worker crashed ({_exit_reason(w.proc)})", elapsed)))
+                        w.job = None
+                    replace = True
+                elif w.job is not None and elapsed > timeout_s:
+                    on_result(JobResult(w.job, TIMEOUT, _failed_result(
+                        w.job, f"timed out after {timeout_s:g} s (worker killed)", elapsed)))
+                    w.job = None
+                    w.stop(force=True)
+                    replace = True
+                if replace:
+                    w.conn.close()
+                    workers[i] = _Worker(ctx, compile_fn) if pending else w
+            workers = [w for w in workers if not w.conn.closed]
+    finally:
+        for w in workers:
+            w.stop(force=w.job is not None)
+
+
+# ---------------------------------------------------------------------------
+# DB rows
+# ---------------------------------------------------------------------------
+
+
+def flydsl_version() -> str:
+    try:
+        return importlib.metadata.version("flydsl")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def db_row(item: JobResult, *, run_id: int, recorded_at: str, flydsl: str) -> dict[str, Any]:
+    r = item.result
+    return {
+        "arch": item.job.arch, "template": item.job.template, "template_hash": r.source_hash,
+        "config_id": item.job.config_id, "config": canonical_json(item.job.config_json),
+        "op": item.job.op, "dtype": item.job.dtype, "layout": item.job.layout,
+        "flydsl": flydsl, "ok": int(r.ok), "error": (r.error or None) and r.error[:4000],
+        "vgprs": r.vgprs, "agprs": r.agprs, "sgprs": r.sgprs, "lds_bytes": r.lds_bytes,
+        "scratch_bytes": r.scratch_bytes, "vgpr_spills": r.vgpr_spills,
+        "sgpr_spills": r.sgpr_spills, "mfma": canonical_json(dict(r.mfma_counts)),
+        "compile_s": r.compile_seconds, "run_id": run_id, "recorded_at": recorded_at,
+    }
+
+
+class CatalogWriter:
+    """Buffers results and upserts them into ``compile_catalog`` in batches."""
+
+    PK = ("arch", "template_hash", "config_id", "op", "dtype", "layout", "flydsl")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from ..db.store import TuningDB
+
+        self.tdb = TuningDB.open(path, writable=True, tool="compile-check")
+        self.flydsl = flydsl_version()
+        self.buffer: list[JobResult] = []
+        self.last_flush = time.monotonic()
+        self.written = 0
+        self.run_id: int | None = None
+
+    def add(self, item: JobResult) -> None:
+        self.buffer.append(item)
+        if (len(self.buffer) >= BATCH_ROWS
+                or time.monotonic() - self.last_flush >= BATCH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        from ..db.open import write_transaction
+        from ..db.store import utc_now
+
+        self.last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        now = utc_now()
+        with write_transaction(self.tdb.db):
+            self.run_id = self.tdb.run_id()
+            rows = [db_row(i, run_id=self.run_id, recorded_at=now, flydsl=self.flydsl)
+                    for i in self.buffer]
+            self.tdb.db.table("compile_catalog").upsert_all(rows, pk=self.PK)
+        self.written += len(self.buffer)
+        self.buffer.clear()
+
+    def close(self) -> None:
+        """Flush, then fold the WAL into the main file: the DB may be shipped as one file."""
+        try:
+            self.flush()
+            with contextlib.suppress(Exception):
+                self.tdb.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self.tdb.close()
+
+
+# ---------------------------------------------------------------------------
+# Running and summarizing
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class CatalogRun:
+    results: list[JobResult] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    workers: int = 0
+    db_path: str | None = None
+    interrupted: bool = False
+
+
+def run_catalog(jobs: list[Job], *, workers: int | None = None,
+                timeout_s: float = DEFAULT_TIMEOUT_S, db_path: str | os.PathLike[str] | None,
+                compile_rejected: bool = False, progress: bool = True,
+                compile_fn: str = DEFAULT_COMPILE_FN) -> CatalogRun:
+    """Compile ``jobs`` (rejected ones only with ``compile_rejected``) and record them.
+
+    Returns every job's result, in completion order. With ``db_path`` results are upserted
+    into ``compile_catalog`` in batches; on KeyboardInterrupt the finished ones are
+    committed before the exception propagates. Raises ToolchainError up front when no
+    AMDGPU linker exists (only for the default compile function).
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ..cli.output import err_console
+
+    if compile_fn == DEFAULT_COMPILE_FN:
+        from .toolchain import rocm_path_for_compile
+
+        rocm_path_for_compile()
+    n_workers = max(1, workers or os.cpu_count() or 1)
+    run = CatalogRun(workers=n_workers, db_path=str(db_path) if db_path else None)
+    writer = CatalogWriter(Path(db_path)) if db_path else None
+    to_compile = [j for j in jobs if j.rejected is None or compile_rejected]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    start = time.monotonic()
+    with Progress(*columns, console=err_console, disable=not progress) as bar:
+        task = bar.add_task("compile-check", total=len(jobs), failed=0)
+        failed = 0
+
+        def record(item: JobResult) -> None:
+            nonlocal failed
+            run.results.append(item)
+            if item.accepted and item.status != OK:
+                failed += 1
+            bar.update(task, advance=1, failed=failed)
+            if writer is not None:
+                writer.add(item)
+
+        try:
+            for job in jobs:
+                if job.rejected is not None and not compile_rejected:
+                    record(JobResult(job, REJECTED,
+                                     _failed_result(job, REJECTED_PREFIX + job.rejected)))
+            if to_compile:
+                _compile_all(to_compile, n_workers, timeout_s, compile_fn, record)
+        except KeyboardInterrupt:
+            run.interrupted = True
+            raise
+        finally:
+            run.wall_seconds = round(time.monotonic() - start, 3)
+            if writer is not None:
+                writer.close()
+    return run
+
+
+def _range(values: list[int | None]) -> list[int] | None:
+    known = [v for v in values if v is not None]
+    return [min(known), max(known)] if known else None
+
+
+def _arch_summary(items: list[JobResult]) -> dict[str, Any]:
+    ok = [i for i in items if i.result.ok]
+    compiled = [i for i in items if i.status != REJECTED]
+    seconds = [i.result.compile_seconds for i in compiled]
+    mfma: collections.Counter[str] = collections.Counter()
+    for i in ok:
+        mfma.update(i.result.mfma_counts)
+    problems = [f"{i.job.describe()}: {i.result.error or 'compiled'}"
+                + (" (spills)" if i.spilled else "")
+                for i in items if i.accepted and (i.status != OK or i.spilled)]
+    return {
+        "jobs": len(items),
+        "compiled": len(compiled),
+        "ok": len(ok),
+        "failed": sum(1 for i in items if i.accepted and i.status != OK),
+        "crashed": sum(1 for i in items if i.status == CRASHED),
+        "timeouts": sum(1 for i in items if i.status == TIMEOUT),
+        "rejected": sum(1 for i in items if not i.accepted),
+        "rejected_compiled_ok": sum(1 for i in items if not i.accepted and i.result.ok),
+        "spilled": sum(1 for i in items if i.spilled),
+        "compile_s": {
+            "total": round(sum(seconds), 3),
+            "min": min(seconds) if seconds else None,
+            "median": round(statistics.median(seconds), 3) if seconds else None,
+            "mean": round(statistics.fmean(seconds), 3) if seconds else None,
+            "max": max(seconds) if seconds else None,
+        },
+        "vgprs": _range([i.result.vgprs for i in ok]),
+        "agprs": _range([i.result.agprs for i in ok]),
+        "total_vgprs": _range([i.result.total_vgprs for i in ok]),
+        "sgprs": _range([i.result.sgprs for i in ok]),
+        "lds_bytes": _range([i.result.lds_bytes for i in ok]),
+        "mfma": dict(sorted(mfma.items())),
+        "problems": problems,
+    }
+
+
+def summarize(run: CatalogRun) -> dict[str, Any]:
+    """Per-arch and overall figures; ``clean`` is False if an accepted config failed or
+    spilled (the compile-check exit status)."""
+    by_arch: dict[str, list[JobResult]] = collections.defaultdict(list)
+    for item in run.results:
+        by_arch[item.job.arch].append(item)
+    archs = {arch: _arch_summary(items) for arch, items in sorted(by_arch.items())}
+    total = _arch_summary(run.results)
+    return {
+        "archs": archs,
+        "total": {k: v for k, v in total.items() if k != "problems"},
+        "clean": not total["problems"],
+        "wall_s": run.wall_seconds,
+        "workers": run.workers,
+        "db": run.db_path,
+        "flydsl": flydsl_version(),
+        "template": TEMPLATE,
+        "template_hash": template_source_hash(TEMPLATE),
+    }

@@ -1,0 +1,445 @@
+#!/usr/bin/env python
+"""Validate the FlyDSL GEMM kernels on an AMD GPU (MI300 = gfx942, MI350/MI355X = gfx950).
+
+The one command to run on a ROCm machine:
+
+    python scripts/validate_rocm.py                  # numerics + speed, table
+    python scripts/validate_rocm.py --quick          # a subset of both (minutes)
+    python scripts/validate_rocm.py --json --out report.md
+
+It first checks, without launching anything, that this is a ROCm 7 system with a
+supported GPU: torch built for HIP 7 (``torch.version.hip``), ``libamdhip64.so.7``
+loadable, a visible GPU (``torch.cuda.is_available()``) and its ``gcnArchName`` in the
+template's archs. FlyDSL 0.5 aborts the whole process (exit 134) when it launches
+without a ROCm 7 runtime, so nothing FlyDSL is imported before these checks pass; on
+any other machine the script exits with status 2 and says what is missing.
+
+Then:
+
+(a) numerics: every DEFAULT config that fits the arch, for every dtype (bf16, fp16),
+    layout (nn, nt, tn, tt) and op (mm, addmm with alpha/beta, bmm), on the shapes of
+    ``suites.NUMERICS_SHAPES`` (M = 1, tails in M and N, minimum N, one K step, padded
+    leading dimensions), compared with a float64 torch reference under the tolerances
+    of ``inductor_flydsl.flydsl_backend.tolerances`` (torch's own bf16/fp16 result is
+    held to the same bound, as a check of the tolerance). ``--quick``: every config for
+    bf16 nt mm, every other variant with one representative config, three shapes.
+(b) speed on ``suites.DENSE_BF16_NT_SUITE`` (15 shapes; ``--quick``: 5): the best DEFAULT
+    FlyDSL config vs ATen (``torch.mm``) vs Triton (``torch.compile`` max-autotune with
+    ``max_autotune_gemm_backends="TRITON"``), timed with ``triton.testing.do_bench``
+    (median, L2 flushed) or CUDA events when triton is absent; speedup is over the faster
+    of ATen and Triton, with the geomean over shapes.
+
+Exit status: 0 all numerics passed, 1 a numerics failure, 2 unsupported environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Keep the plugin out of the baselines (it activates only with INDUCTOR_FLYDSL=1).
+os.environ["INDUCTOR_FLYDSL"] = "0"
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a source checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+HIP_LIBRARY = "libamdhip64.so.7"
+SUPPORTED_ARCHS = ("gfx950", "gfx942")  # = templates/gemm_dense.py ARCHS
+EXIT_OK, EXIT_NUMERICS, EXIT_ENV = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Preflight:
+    ok: bool
+    message: str
+    arch: str | None = None
+    device_name: str | None = None
+    hip: str | None = None
+    torch: str | None = None
+
+
+def preflight(device_index: int = 0) -> Preflight:
+    """Check for a ROCm 7 runtime and a supported GPU without launching any kernel."""
+    try:
+        import torch
+    except ImportError as exc:
+        return Preflight(False, f"no ROCm: torch is not importable ({exc})")
+    hip = getattr(torch.version, "hip", None)
+    if not hip:
+        cuda = f", a CUDA {torch.version.cuda} build" if torch.version.cuda else ""
+        return Preflight(False, f"no ROCm: this torch ({torch.__version__}{cuda}) is not a ROCm "
+                         "build (torch.version.hip is None). Run this on an MI300/MI350 host "
+                         "with a ROCm 7 build of torch.", torch=torch.__version__)
+    if int(str(hip).split(".")[0]) < 7:
+        return Preflight(False, f"no ROCm 7: torch is built for HIP {hip}; FlyDSL 0.5 needs "
+                         "ROCm 7 (install a ROCm 7 build of torch).", hip=hip,
+                         torch=torch.__version__)
+    try:
+        ctypes.CDLL(HIP_LIBRARY)
+    except OSError as exc:
+        return Preflight(False, f"no ROCm 7 runtime: {HIP_LIBRARY} cannot be loaded ({exc}). "
+                         "FlyDSL launches need it (without it the process aborts).", hip=hip,
+                         torch=torch.__version__)
+    if not torch.cuda.is_available() or torch.cuda.device_count() <= device_index:
+        return Preflight(False, f"no GPU: torch.cuda.is_available() is "
+                         f"{torch.cuda.is_available()} with {torch.cuda.device_count()} "
+                         f"device(s) (HIP_VISIBLE_DEVICES / permissions on /dev/kfd?)",
+                         hip=hip, torch=torch.__version__)
+    props = torch.cuda.get_device_properties(device_index)
+    arch = str(getattr(props, "gcnArchName", "")).split(":", 1)[0]
+    if arch not in SUPPORTED_ARCHS:
+        return Preflight(False, f"unsupported GPU {props.name} ({arch or 'unknown arch'}); "
+                         f"the FlyDSL templates support {', '.join(SUPPORTED_ARCHS)}",
+                         arch=arch, device_name=props.name, hip=hip, torch=torch.__version__)
+    try:
+        import flydsl  # noqa: F401  (import only; nothing is launched)
+    except ImportError as exc:
+        return Preflight(False, f"flydsl is not installed ({exc}); pip install 'flydsl>=0.5,<0.6'",
+                         arch=arch, device_name=props.name, hip=hip, torch=torch.__version__)
+    return Preflight(True, f"{props.name} ({arch}), HIP {hip}, torch {torch.__version__}",
+                     arch=arch, device_name=props.name, hip=hip, torch=torch.__version__)
+
+
+# ---------------------------------------------------------------------------
+# Numerics
+# ---------------------------------------------------------------------------
+
+_TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+ADDMM_ALPHA, ADDMM_BETA = 1.5, 0.5
+
+
+def make_operand(rows: int, cols: int, *, col_major: bool, batch: int | None, dtype: str,
+                 device: Any, pad: int = 0, generator: Any = None) -> Any:
+    """A (batch, rows, cols) or (rows, cols) randn tensor; ``col_major`` stores it
+    transposed; ``pad`` extra elements per stored row (a leading dimension > extent)."""
+    import torch
+
+    torch_dtype = getattr(torch, _TORCH_DTYPE_NAMES[dtype])
+    outer, inner = (cols, rows) if col_major else (rows, cols)
+    lead = (batch,) if batch else ()
+    storage = torch.randn(*lead, outer, inner + pad, generator=generator, dtype=torch.float32,
+                          device=device).to(torch_dtype)
+    view = storage[..., :inner]
+    return view.transpose(-1, -2) if col_major else view
+
+
+def adapt_shape(shape: tuple[int, int, int], config: Any, layout: str, op: str
+                ) -> tuple[int, int, int]:
+    """Round M, N, K up to what the kernel requires for this config and layout."""
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+
+    req = load_template("gemm_dense").divisibility_requirements(config, op, layout)
+    m, n, k = shape
+
+    def up(value: int, multiple: int) -> int:
+        return -(-value // multiple) * multiple
+
+    k = max(up(k, req["k_multiple"]), req["k_min"])
+    return up(m, req["m_multiple"]), up(n, req["n_multiple"]), k
+
+
+def numerics_case(config: Any, *, dtype: str, layout: str, op: str,
+                  shape: tuple[int, int, int], device: Any, pad: int = 0, batch: int = 3,
+                  seed: int = 0) -> dict[str, Any]:
+    """Launch the kernel once and compare with float64 torch; return a JSON-able row."""
+    import torch
+
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.tolerances import check_close
+
+    gemm = load_template("gemm_dense")
+    m, n, k = adapt_shape(shape, config, layout, op)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    nb = batch if op == "bmm" else None
+    a = make_operand(m, k, col_major=layout[0] == "t", batch=nb, dtype=dtype, device=device,
+                     pad=pad, generator=gen)
+    b = make_operand(k, n, col_major=layout[1] == "t", batch=nb, dtype=dtype, device=device,
+                     pad=pad, generator=gen)
+    bias = None
+    alpha, beta = (ADDMM_ALPHA, ADDMM_BETA) if op == "addmm" else (1.0, 0.0)
+    if op == "addmm":
+        bias = torch.randn(n, generator=gen, device=device).to(a.dtype)
+    out = torch.empty(*((nb,) if nb else ()), m, n, device=device, dtype=a.dtype)
+    row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "layout": layout,
+                           "op": op, "shape": [m, n, k], "batch": nb, "pad": pad}
+    try:
+        gemm.launch(a, b, bias, out, alpha, beta, config)
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # a compile or launch error is a failed case, not a crash
+        return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    ref = alpha * torch.matmul(a.double(), b.double())
+    if op == "addmm":
+        ref = ref + beta * bias.double()
+        low = torch.addmm(bias, a, b, beta=beta, alpha=alpha)
+    else:
+        low = torch.bmm(a, b) if op == "bmm" else torch.mm(a, b)
+    kernel = check_close(out, ref, dtype, k, scale=abs(alpha))
+    aten = check_close(low, ref, dtype, k, scale=abs(alpha))
+    return {**row, "ok": kernel.ok, "error": None if kernel.ok else
+            f"{kernel.mismatched}/{kernel.numel} elements out of tolerance",
+            "kernel": kernel.to_json(), "torch_worst": aten.worst, "torch_ok": aten.ok}
+
+
+def numerics_plan(arch: str, quick: bool) -> list[tuple[Any, str, str, str]]:
+    """(config, dtype, layout, op) cases: DEFAULT configs that fit ``arch``."""
+    from inductor_flydsl.flydsl_backend import catalog
+
+    jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick)
+    tpl = catalog._tpl
+    return [(tpl.GemmConfig(**j.config_json), j.dtype, j.layout, j.op)
+            for j in jobs if j.rejected is None]
+
+
+def run_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
+    from inductor_flydsl.flydsl_backend.suites import NUMERICS_BATCH, NUMERICS_SHAPES
+
+    shapes = NUMERICS_SHAPES[:3] if quick else NUMERICS_SHAPES
+    plan = numerics_plan(arch, quick)
+    rows = []
+    for i, (config, dtype, layout, op) in enumerate(plan, 1):
+        for j, shape in enumerate(shapes):
+            pad = 8 if j % 2 else 0  # every other shape with padded leading dimensions
+            rows.append(numerics_case(config, dtype=dtype, layout=layout, op=op, shape=shape,
+                                      device=device, pad=pad, batch=NUMERICS_BATCH, seed=j))
+        bad = sum(not r["ok"] for r in rows)
+        log(f"numerics {i}/{len(plan)} cases, {len(rows)} launches, {bad} failed")
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Speed
+# ---------------------------------------------------------------------------
+
+
+def bench_ms(fn: Any, *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    """Median milliseconds of ``fn()``: triton.testing.do_bench, else CUDA events."""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        do_bench = None
+    if do_bench is not None:
+        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(50):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _triton_mm() -> Any:
+    import torch
+
+    def mm(a: Any, b: Any) -> Any:
+        return torch.mm(a, b)
+
+    # torch.compile takes mode or options, not both: this is max-autotune-no-cudagraphs.
+    return torch.compile(mm, dynamic=False,
+                         options={"max_autotune": True, "triton.cudagraphs": False,
+                                  "max_autotune_gemm_backends": "TRITON"})
+
+
+def speed_case(shape: tuple[int, int, int], arch: str, device: Any, triton_mm: Any
+               ) -> dict[str, Any]:
+    import torch
+
+    from inductor_flydsl.flydsl_backend import configs
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.tolerances import check_close
+
+    gemm = load_template("gemm_dense")
+    m, n, k = shape
+    a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=device, dtype=torch.bfloat16).t()  # NT: x @ W.T
+    row: dict[str, Any] = {"shape": [m, n, k]}
+    row["aten_ms"] = bench_ms(lambda: torch.mm(a, b))
+    try:
+        triton_mm(a, b)
+        row["triton_ms"] = bench_ms(lambda: triton_mm(a, b))
+    except Exception as exc:  # no valid Triton config for the shape, compile error, ...
+        row["triton_ms"], row["triton_error"] = None, f"{type(exc).__name__}: {exc}"[:300]
+    out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+    timings = {}
+    for config in configs.default_configs(arch, "bf16"):
+        if k % config.tile_k or k < config.tile_k:
+            continue
+        try:
+            gemm.launch(a, b, None, out, 1.0, 0.0, config)
+            timings[config] = bench_ms(lambda c=config: gemm.launch(a, b, None, out, 1.0, 0.0, c))
+        except Exception as exc:
+            row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
+    if timings:
+        best = min(timings, key=timings.__getitem__)
+        gemm.launch(a, b, None, out, 1.0, 0.0, best)
+        ref = torch.mm(a.double(), b.double())
+        row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
+                   flydsl_configs_timed=len(timings),
+                   flydsl_numerics_ok=check_close(out, ref, "bf16", k).ok)
+    else:
+        row.update(flydsl_ms=None, flydsl_config=None, flydsl_configs_timed=0)
+    baselines = [t for t in (row["aten_ms"], row["triton_ms"]) if t]
+    row["baseline_ms"] = min(baselines)
+    row["speedup"] = row["baseline_ms"] / row["flydsl_ms"] if row["flydsl_ms"] else None
+    flops = 2.0 * m * n * k
+    row["flydsl_tflops"] = flops / row["flydsl_ms"] / 1e9 if row["flydsl_ms"] else None
+    return row
+
+
+def run_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any]:
+    import torch
+
+    from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_QUICK, DENSE_BF16_NT_SUITE
+
+    shapes = DENSE_BF16_NT_QUICK if quick else DENSE_BF16_NT_SUITE
+    rows = []
+    for i, shape in enumerate(shapes, 1):
+        torch._dynamo.reset()  # a fresh static-shape compile per shape, no recompile limit
+        rows.append(speed_case(shape, arch, device, _triton_mm()))
+        log(f"speed {i}/{len(shapes)}: {'x'.join(map(str, shape))} speedup "
+            f"{rows[-1]['speedup'] or float('nan'):.3f}")
+    speedups = [r["speedup"] for r in rows if r["speedup"]]
+    geomean = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None
+    return {"rows": rows, "geomean_speedup": geomean,
+            "wins": sum(s > 1.02 for s in speedups), "ties": sum(0.98 <= s <= 1.02
+                                                                 for s in speedups),
+            "losses": sum(s < 0.98 for s in speedups)}
+
+
+# ---------------------------------------------------------------------------
+# Reporting
+# ---------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _config_name(config: dict[str, int] | None) -> str:
+    if not config:
+        return "-"
+    return (f"{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
+            f"w{config['waves_m']}x{config['waves_n']} s{config['stages']} g{config['group_m']}")
+
+
+def speed_table_rows(speed: dict[str, Any]) -> list[list[str]]:
+    return [["x".join(map(str, r["shape"])), _ms(r["flydsl_ms"]), _config_name(r["flydsl_config"]),
+             _ms(r["aten_ms"]), _ms(r["triton_ms"]),
+             "-" if r["speedup"] is None else f"{r['speedup']:.3f}"] for r in speed["rows"]]
+
+
+SPEED_COLUMNS = ["M x N x K", "FlyDSL ms", "best config", "ATen ms", "Triton ms",
+                 "speedup vs best"]
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    pre = report["preflight"]
+    lines = ["# FlyDSL GEMM validation", "", f"- device: {pre['message']}",
+             f"- mode: {'quick' if report['quick'] else 'full'}", ""]
+    if report.get("numerics") is not None:
+        n = report["numerics"]
+        lines += ["## Numerics (float64 torch reference)", "",
+                  f"{n['cases']} launches, {n['failed']} failed; torch's own low-precision "
+                  f"result out of tolerance in {n['torch_out_of_tolerance']} cases.", ""]
+        for r in n["failures"][:50]:
+            lines.append(f"- FAIL {r['dtype']} {r['layout']} {r['op']} "
+                         f"{'x'.join(map(str, r['shape']))} {_config_name(r['config'])}: "
+                         f"{r['error']}")
+        lines.append("")
+    if report.get("speed") is not None:
+        s = report["speed"]
+        lines += ["## Speed, dense BF16 NT", "", "| " + " | ".join(SPEED_COLUMNS) + " |",
+                  "|" + "---|" * len(SPEED_COLUMNS)]
+        lines += ["| " + " | ".join(row) + " |" for row in speed_table_rows(s)]
+        geo = s["geomean_speedup"]
+        lines += ["", f"Geomean speedup over the faster of ATen and Triton: "
+                  f"{'-' if geo is None else f'{geo:.3f}'} ({s['wins']} wins, {s['ties']} ties "
+                  f"within 2 %, {s['losses']} losses)", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a subset of cases and shapes")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--out", type=Path, help="also write a Markdown report here")
+    parser.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
+    parser.add_argument("--skip-numerics", action="store_true")
+    parser.add_argument("--skip-speed", action="store_true")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    pre = preflight(args.device)
+    if not pre.ok:
+        if args.json:
+            print(json.dumps({"preflight": pre.__dict__}))
+        print(f"validate_rocm: {pre.message}", file=sys.stderr)
+        return EXIT_ENV
+    import torch
+
+    device = torch.device("cuda", args.device)
+    torch.cuda.set_device(device)
+    log(f"validate_rocm: {pre.message}")
+    report: dict[str, Any] = {"preflight": pre.__dict__, "quick": args.quick}
+    start = time.perf_counter()
+    if not args.skip_numerics:
+        rows = run_numerics(pre.arch, device, quick=args.quick, log=log)
+        failures = [r for r in rows if not r["ok"]]
+        report["numerics"] = {
+            "cases": len(rows), "failed": len(failures), "failures": failures,
+            "torch_out_of_tolerance": sum(1 for r in rows if r.get("torch_ok") is False),
+            "worst": max((r["kernel"]["worst"] for r in rows if "kernel" in r), default=None),
+        }
+    if not args.skip_speed:
+        report["speed"] = run_speed(pre.arch, device, quick=args.quick, log=log)
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    if args.out:
+        args.out.write_text(markdown_report(report))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        if "numerics" in report:
+            n = report["numerics"]
+            console.print(f"numerics: {n['cases']} launches, {n['failed']} failed, worst "
+                          f"error/tolerance {n['worst']}")
+            for r in n["failures"][:20]:
+                console.print(f"  FAIL {r['dtype']} {r['layout']} {r['op']} {r['shape']} "
+                              f"{_config_name(r['config'])}: {r['error']}")
+        if "speed" in report:
+            table = Table(title=f"dense BF16 NT on {pre.device_name} ({pre.arch})")
+            for column in SPEED_COLUMNS:
+                table.add_column(column)
+            for row in speed_table_rows(report["speed"]):
+                table.add_row(*row)
+            console.print(table)
+            geo = report["speed"]["geomean_speedup"]
+            console.print(f"geomean speedup: {'-' if geo is None else f'{geo:.3f}'}")
+    failed = report.get("numerics", {}).get("failed", 0)
+    return EXIT_NUMERICS if failed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
