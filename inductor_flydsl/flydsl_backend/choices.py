@@ -24,7 +24,7 @@ from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelCho
 from ..db.store import STATUS_FAILED, STATUS_INVALID
 from ..keys import canonical_json, stable_id
 from .cross_compile import template_source_hash
-from .numerics import NumericMismatch, check_close, reference
+from .numerics import NumericMismatch, validate_output
 from .ops import OPS, op_call_name
 
 log = logging.getLogger("inductor_flydsl")
@@ -60,13 +60,12 @@ class FlydslChoiceCaller(ExternKernelCaller):
     inductor_flydsl_backend = "flydsl"
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
-                 config: Any, *, alpha: float, beta: float, k: int) -> None:
+                 config: Any, *, alpha: float, beta: float) -> None:
         kwargs: dict[str, Any] = {"config": canonical_json(config.to_json()), "alpha": alpha}
         if choice.op == "addmm":
             kwargs["beta"] = beta
         super().__init__(choice, input_nodes, layout, kwargs, has_out_variant=True)
         self.op = choice.op
-        self.k = k
         self.template_hash = template_source_hash(TEMPLATE)
         self.config_id = stable_id(config.to_json())
         c = config
@@ -87,9 +86,8 @@ class FlydslChoiceCaller(ExternKernelCaller):
 
     def _validate(self, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
         self.to_callable()(*inputs, out=out)
-        expected = reference(self.op, inputs, float(self.kwargs["alpha"]),
-                             float(self.kwargs.get("beta", 0.0)))
-        check_close(out, expected, self.k)
+        validate_output(self.op, inputs, out, float(self.kwargs["alpha"]),
+                        float(self.kwargs.get("beta", 0.0)))
 
     def benchmark(self, *args: torch.Tensor, out: torch.Tensor) -> float:
         try:

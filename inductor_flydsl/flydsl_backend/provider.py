@@ -40,10 +40,14 @@ def inductor_config_reasons() -> list[str]:
 
 
 def _offsets(input_nodes: Sequence[Any]) -> tuple[int, ...]:
+    """Storage offsets in elements; 1 (misaligned) where Inductor knows or suspects the
+    buffer is not aligned (e.g. a graph input whose example tensor was misaligned)."""
+    from torch._inductor.ir import is_unaligned
+
     offsets = []
     for node in input_nodes:
         try:
-            offsets.append(int(node.get_layout().offset))
+            offsets.append(1 if is_unaligned(node) else int(node.get_layout().offset))
         except (TypeError, ValueError, AttributeError, NotImplementedError):
             offsets.append(1)  # symbolic or unknown offset: treated as misaligned
     return tuple(offsets)
@@ -80,9 +84,8 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     configs = candidate_configs(problem, str(arch),
                                 search_space=str(config.max_autotune_gemm_search_space))
     epilogue = dict(problem.epilogue)
-    k = problem.mnk[2]
     made = [FlydslChoiceCaller(kernel_choice(name), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),
-                               beta=float(epilogue.get("beta", 1.0)), k=k) for c in configs]
+                               beta=float(epilogue.get("beta", 1.0))) for c in configs]
     log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
     return made

@@ -1,0 +1,60 @@
+"""``inductor-flydsl explain``: is FlyDSL eligible for a GEMM, and which configs it tries."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..db.queries import parse_shape
+from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
+from ..problem import synthetic_problem
+from .output import console, fail, print_json, print_table
+
+COMMAND_NAMES = ("explain",)
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "bfloat16": "bfloat16",
+          "float16": "float16", "float32": "float32"}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "explain", help="whether FlyDSL is eligible for a GEMM and the configs it would try")
+    p.add_argument("--op", required=True, choices=["mm", "addmm", "bmm"])
+    p.add_argument("--shape", required=True, help="MxNxK, or BxMxNxK for bmm")
+    p.add_argument("--dtype", default="bf16", help="bf16, fp16 (fp32 shows the rejection)")
+    p.add_argument("--layout", default="nt", help="nn, nt, tn or tt (A then B; t = col-major)")
+    p.add_argument("--arch", default="gfx950",
+                   help=f"target arch ({', '.join(SUPPORTED_ARCHS)})")
+    p.add_argument("--search-space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
+    p.add_argument("--check-runtime", action="store_true",
+                   help="also check this machine's ROCm runtime (nothing is launched)")
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        dims = parse_shape(args.shape)
+        dtype = DTYPES[args.dtype.lower()]
+    except (ValueError, KeyError):
+        return fail(f"bad --shape {args.shape!r} or --dtype {args.dtype!r}")
+    batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (1, dims)
+    if len(dims) == 4 and args.op != "bmm":
+        return fail("a batch (BxMxNxK) is only valid with --op bmm")
+    try:
+        problem = synthetic_problem(args.op, m, n, k, dtype=dtype, layout=args.layout.lower(),
+                                    batch=batch)
+    except ValueError as exc:
+        return fail(str(exc))
+    result = explain(problem, args.arch, search_space=args.search_space,
+                     check_runtime=args.check_runtime)
+    if args.json:
+        print_json(result.as_json())
+        return 0
+    if result.eligible:
+        console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
+                      f"{len(result.configs)} {result.search_space} configs, best first")
+        fields = list(result.configs[0])
+        print_table("configs", fields, [[c[f] for f in fields] for c in result.configs])
+    else:
+        console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:")
+        for reason in result.reasons:
+            console.print(f"  - {reason}")
+    return 0

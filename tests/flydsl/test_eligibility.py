@@ -1,0 +1,91 @@
+"""Eligibility of problems for FlyDSL, on synthetic problems and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from inductor_flydsl.flydsl_backend.eligibility import explain, problem_reasons
+from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_SUITE
+from inductor_flydsl.problem import Problem, TensorSpec, synthetic_problem
+
+
+@pytest.mark.parametrize("m,n,k", DENSE_BF16_NT_SUITE)
+def test_every_reference_suite_shape_is_eligible_with_configs(m: int, n: int, k: int) -> None:
+    result = explain(synthetic_problem("mm", m, n, k, dtype="bfloat16", layout="nt"), "gfx950")
+    assert result.eligible, result.reasons
+    assert result.configs
+    assert all(c["tile_m"] <= max(16, 1 << (m - 1).bit_length()) for c in result.configs)
+
+
+def test_small_m_gets_no_256_row_tiles() -> None:
+    result = explain(synthetic_problem("mm", 8, 4096, 4096, dtype="bfloat16", layout="nt"),
+                     "gfx950")
+    assert result.configs and max(c["tile_m"] for c in result.configs) <= 16
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_all_layouts_ops_dtypes_accepted(op: str, layout: str, dtype: str) -> None:
+    problem = synthetic_problem(op, 256, 512, 1024, dtype=dtype, layout=layout, batch=2)
+    assert problem_reasons(problem) == []
+    assert explain(problem, "gfx942").configs
+
+
+@pytest.mark.parametrize("shape,layout,needle", [
+    ((64, 100, 1024), "nn", "N=100"),
+    ((64, 128, 100), "nn", "K=100"),
+    ((63, 128, 1024), "tn", "M=63"),
+    ((64, 128, 1000), "nt", "K=1000"),
+])
+def test_odd_sizes_rejected_with_reason(shape: tuple[int, int, int], layout: str,
+                                        needle: str) -> None:
+    reasons = problem_reasons(synthetic_problem("mm", *shape, dtype="bfloat16", layout=layout))
+    assert any(needle in r for r in reasons), reasons
+
+
+def test_odd_m_is_fine_for_row_major_a() -> None:
+    assert problem_reasons(synthetic_problem("mm", 63, 128, 1024, dtype="bfloat16",
+                                             layout="nt")) == []
+
+
+def test_unsupported_dtype_dynamic_strided_misaligned() -> None:
+    fp32 = synthetic_problem("mm", 64, 128, 1024, dtype="float32", layout="nn")
+    assert any("bfloat16" in r for r in problem_reasons(fp32))
+    base = synthetic_problem("mm", 64, 128, 1024, dtype="bfloat16", layout="nn")
+    dynamic = Problem(op="mm", inputs=base.inputs, output=base.output, dynamic=True)
+    assert any("dynamic" in r for r in problem_reasons(dynamic))
+    strided = Problem(op="mm", inputs=(TensorSpec("bfloat16", (64, 1024), (2048, 2)),
+                                       base.inputs[1]), output=base.output)
+    assert any("unit stride" in r for r in problem_reasons(strided))
+    assert any("aligned" in r for r in problem_reasons(base, offsets=(3, 0)))
+    odd_batch = Problem(op="bmm", inputs=(TensorSpec("bfloat16", (4, 64, 1024), (65540, 1024, 1)),
+                                          TensorSpec("bfloat16", (4, 1024, 128),
+                                                     (131072, 128, 1))),
+                        output=TensorSpec("bfloat16", (4, 64, 128), (8192, 128, 1)))
+    assert any("batch stride" in r for r in problem_reasons(odd_batch))
+
+
+def test_unsupported_arch_and_op() -> None:
+    problem = synthetic_problem("mm", 64, 128, 1024, dtype="bfloat16", layout="nn")
+    assert not explain(problem, "gfx90a").eligible
+    conv = Problem(op="convolution", inputs=problem.inputs, output=problem.output)
+    assert problem_reasons(conv) and "not supported" in problem_reasons(conv)[0]
+
+
+def test_explain_cli_json() -> None:
+    ok = subprocess.run([sys.executable, "-m", "inductor_flydsl", "explain", "--op", "mm",
+                         "--shape", "8x4096x4096", "--dtype", "bf16", "--layout", "nt",
+                         "--arch", "gfx950", "--json"], capture_output=True, text=True,
+                        check=True)
+    data = json.loads(ok.stdout)
+    assert data["eligible"] and data["configs"] and data["reasons"] == []
+    bad = subprocess.run([sys.executable, "-m", "inductor_flydsl", "explain", "--op", "mm",
+                          "--shape", "7x4095x100", "--dtype", "fp32", "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(bad.stdout)
+    assert not data["eligible"] and len(data["reasons"]) >= 4
