@@ -59,7 +59,7 @@ def offered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     torch._dynamo.reset()
 
 
-def _compile(fn, *args, dynamic: bool = False):  # noqa: ANN001, ANN202
+def _compile(fn, *args, dynamic: bool = False):
     with fresh_cache():
         torch._dynamo.reset()
         return torch.compile(fn, mode="max-autotune", dynamic=dynamic)(*args)
@@ -83,7 +83,7 @@ def test_offered_candidates_fail_safely_and_aten_wins(offered: Path) -> None:
     w = torch.randn(128, 256, dtype=torch.bfloat16)
     bias = torch.randn(128, dtype=torch.bfloat16)
 
-    def fn(a, w, c):  # noqa: ANN001, ANN202 - NT layout: B is a transposed view, no copy
+    def fn(a, w, c):
         return torch.addmm(c.relu(), a.relu(), w.relu().t(), beta=0.5, alpha=2.0)
 
     y = _compile(fn, a, w, bias)
@@ -115,7 +115,7 @@ def test_ineligible_inputs_get_no_flydsl_choice(offered: Path, case: str) -> Non
     b = torch.randn(1024, 256, dtype=dtype)
     view = VIEWS.get(case, lambda t: t[:64, :512])
 
-    def fn(x, b):  # noqa: ANN001, ANN202
+    def fn(x, b):
         a = view(x.relu())
         return torch.mm(a, b.relu()[: a.shape[1]])
 
@@ -130,7 +130,7 @@ def test_eligible_control_gets_flydsl_choices(offered: Path) -> None:
     x = torch.randn(65, 1024, dtype=torch.bfloat16)
     b = torch.randn(1024, 256, dtype=torch.bfloat16)
 
-    def fn(x, b):  # noqa: ANN001, ANN202
+    def fn(x, b):
         return torch.mm(x.relu()[:64, :512], b.relu()[:512])
 
     _compile(fn, x, b)
