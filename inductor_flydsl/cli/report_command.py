@@ -1,0 +1,53 @@
+"""``inductor-flydsl report``: a Markdown (and CSV, PNG) report of a tuning DB."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..db.open import UnusableDB
+from ..settings import default_db_path, settings_from_env
+from .output import console, fail, print_json
+
+COMMAND_NAMES = ("report",)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report", help="winners, speedups, failures and coverage of a tuning DB (Markdown)")
+    p.add_argument("--db", type=Path, default=None,
+                   help=f"tuning DB (default: $INDUCTOR_FLYDSL_DB or {default_db_path()})")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the Markdown report here (default: print it)")
+    p.add_argument("--csv", type=Path, default=None, help="per-problem table as CSV")
+    p.add_argument("--plot", type=Path, default=None, help="speedup bar chart (PNG)")
+    p.add_argument("--json", action="store_true", help="print summary numbers as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import load_report, plot_speedup, render_markdown, write_csv
+
+    path = args.db or settings_from_env().db_path
+    try:
+        report = load_report(path)
+    except UnusableDB as exc:
+        return fail(str(exc))
+    plot_ref = None
+    if args.plot:
+        plot_speedup(report, args.plot)
+        base = args.out.parent if args.out else Path.cwd()
+        plot_ref = os.path.relpath(args.plot.resolve(), base.resolve())
+    if args.csv:
+        write_csv(report, args.csv)
+    text = render_markdown(report, plot_ref)
+    if args.json:
+        print_json(report.summary())
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+        if not args.json:
+            console.print(f"wrote {args.out}" + (f", {args.csv}" if args.csv else "")
+                          + (f", {args.plot}" if args.plot else ""))
+    elif not args.json:
+        print(text)
+    return 0

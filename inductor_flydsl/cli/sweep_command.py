@@ -1,0 +1,230 @@
+"""``inductor-flydsl sweep``: tune a list of GEMMs offline into a tuning DB.
+
+With no arguments it sweeps the ``cpu-smoke`` preset on a CPU-only machine and the
+``dense-bf16-suite`` on the first GPU, into the default tuning DB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..db.open import UnusableDB, open_db
+from ..settings import default_db_path, settings_from_env
+from ..sweep.items import ItemError, SweepItem, parse_shard
+from ..sweep.presets import PRESETS, items_from_misses, parse_shapes_csv, preset
+from ..sweep.runner import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    SKIPPED,
+    Identity,
+    ItemOutcome,
+    SweepError,
+    SweepOptions,
+    SweepSummary,
+    probe_identity,
+    resolve_slots,
+    run_sweep,
+)
+from .output import console, err_console, fail, print_json, print_table
+
+COMMAND_NAMES = ("sweep",)
+STATUS_STYLE = {DONE: "green", FAILED: "red", SKIPPED: "yellow", INTERRUPTED: "magenta"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--preset", choices=PRESETS,
+                        help="named shape list (default: cpu-smoke on CPU, "
+                             "dense-bf16-suite on GPU)")
+    source.add_argument("--shapes", type=Path, metavar="FILE.csv",
+                        help="CSV with columns op,M,N,K,batch,dtype,layout")
+    source.add_argument("--from-misses", action="store_true",
+                        help="the problems the DB recorded as misses and has no winner for")
+    p.add_argument("--db", type=Path, default=None,
+                   help=f"tuning DB to fill (default: $INDUCTOR_FLYDSL_DB or "
+                        f"{default_db_path()})")
+    p.add_argument("--backends", default=None,
+                   help="Inductor GEMM backends, e.g. ATEN,TRITON (default: all available: "
+                        "CPU ATEN,CPP; CUDA ATEN,TRITON; ROCm ATEN,TRITON,FLYDSL)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip items already done, skipped or failed for this device and "
+                        "software")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume, run failed items again")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="run only shard K of N (N shards cover the list exactly once)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no new item after this many seconds")
+    p.add_argument("--timeout-s", type=float, default=900.0,
+                   help="kill an item's worker after this many seconds (default 900)")
+    p.add_argument("--devices", default=None,
+                   help="cpu, all, or GPU indexes 0,1,... (one worker per GPU in parallel; "
+                        "default: GPU 0, else cpu)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true",
+                   help="print the items that would run and exit")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("sweep", help="tune a preset, a CSV of shapes or the DB's "
+                                            "misses into the tuning DB")
+    add_arguments(p)
+
+
+def _items(args: argparse.Namespace, db_path: Path, identity: Identity) -> list[SweepItem]:
+    if args.shapes:
+        return parse_shapes_csv(args.shapes)
+    if args.from_misses:
+        try:
+            db = open_db(db_path, writable=False)
+        except UnusableDB as exc:
+            raise ItemError(f"--from-misses: {exc}") from exc
+        try:
+            found = items_from_misses(db, identity.device_id, identity.software_id)
+        finally:
+            db.close()
+        for line in found.unconvertible:
+            err_console.print(f"[yellow]miss not sweepable: {line}[/yellow]")
+        err_console.print(f"{len(found.items)} missed problems to tune "
+                          f"({found.already_tuned} already have a winner here)")
+        if not found.items:
+            raise ItemError("no untuned misses in the DB")
+        return found.items
+    name = args.preset or ("cpu-smoke" if identity.kind == "cpu" else "dense-bf16-suite")
+    return preset(name)
+
+
+class _ProgressUI:
+    """A rich progress bar (stderr) with done/failed/skipped counts and a line per item."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[done]} done[/] [red]{task.fields[failed]} "
+                       "failed[/] [yellow]{task.fields[skipped]} skipped[/]"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=err_console, disable=not enabled)
+        self.task = None
+        self.counts = {DONE: 0, FAILED: 0, SKIPPED: 0}
+
+    def plan(self, summary: SweepSummary, todo: list[SweepItem]) -> None:
+        if summary.resumed_skip:
+            err_console.print(f"resume: {summary.resumed_skip} of {summary.items_total} "
+                              "items already finished")
+        self.progress.start()
+        self.task = self.progress.add_task("sweep", total=len(todo), **self.counts)
+
+    def event(self, kind: str, outcome: ItemOutcome | None) -> None:
+        if kind != "finished" or outcome is None or self.task is None:
+            return
+        if outcome.status in self.counts:
+            self.counts[outcome.status] += 1
+        self.progress.update(self.task, advance=1, **self.counts)
+        if self.enabled:
+            style = STATUS_STYLE.get(outcome.status, "white")
+            note = outcome.source or (outcome.error.strip().splitlines() or [""])[0][:90]
+            where = f" [GPU {outcome.slot}]" if outcome.slot != "cpu" else ""
+            self.progress.console.print(
+                f"[{style}]{outcome.status:>11}[/] {outcome.item.summary()}{where} "
+                f"{outcome.seconds:.1f} s  {note}")
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def print_summary(summary: SweepSummary) -> None:
+    data = summary.as_json()
+    device = summary.device
+    rows: list[tuple[str, object]] = [
+        ("device", f"{device['name']} ({device['arch']}, {device['compute_units']} units)"),
+        ("db", summary.db), ("shard", summary.shard or "-"),
+        ("items in list", data["items_total"]),
+        ("already finished (resume)", data["already_finished"]),
+        ("tuned (done)", data["done"]), ("reused a DB winner", data["reused_from_db"]),
+        ("failed", data["failed"]), ("skipped", data["skipped"]),
+        ("interrupted", data["interrupted"]), ("not started", data["not_started"]),
+        ("problems tuned", data["problems_tuned"]),
+        *((f"wins: {backend}", n) for backend, n in summary.wins_by_backend.items()),
+        ("wall time (s)", f"{summary.wall_s:.1f}"),
+        ("problems per minute", f"{summary.problems_per_minute:.2f}"),
+    ]
+    if summary.stopped:
+        rows.append(("stopped by", summary.stopped))
+    print_table("sweep summary", ["what", "value"], rows)
+    failed = [o for o in summary.outcomes if o.status == FAILED]
+    if failed:
+        print_table("failed items", ["item", "id", "error"],
+                    [(o.item.summary(), o.item.item_id,
+                      (o.error.strip().splitlines() or [""])[0][:120]) for o in failed])
+    if summary.not_started:
+        console.print(f"{summary.not_started} items not started; run again with --resume "
+                      "to continue")
+
+
+def run(args: argparse.Namespace) -> int:
+    db_path = args.db or settings_from_env().db_path
+    try:
+        shard_spec = parse_shard(args.shard) if args.shard else None
+        if args.budget_s is not None and args.budget_s < 0:
+            raise ItemError("--budget-s must be >= 0")
+        if args.timeout_s <= 0:
+            raise ItemError("--timeout-s must be > 0")
+        slots = resolve_slots(args.devices)
+        identity = probe_identity(slots)
+        items = _items(args, db_path, identity)
+    except (ItemError, SweepError) as exc:
+        return fail(str(exc))
+    if args.list:
+        from ..sweep.items import shard
+
+        chosen = shard(items, *shard_spec) if shard_spec else items
+        for item in chosen:
+            console.print(f"{item.item_id}  {item.summary()}")
+        return 0
+    options = SweepOptions(db=db_path, backends=args.backends, resume=args.resume,
+                           retry_failed=args.retry_failed, shard=shard_spec,
+                           budget_s=args.budget_s, timeout_s=args.timeout_s)
+    ui = _ProgressUI(enabled=not args.no_progress and not args.json)
+    try:
+        summary = run_sweep(items, options, slots, identity, on_event=ui.event,
+                            on_plan=ui.plan)
+    except (ItemError, SweepError) as exc:
+        return fail(str(exc))
+    finally:
+        ui.stop()
+    if args.json:
+        print_json(summary.as_json())
+    else:
+        print_summary(summary)
+    if summary.stopped in ("SIGINT", "SIGTERM"):
+        return 130 if summary.stopped == "SIGINT" else 143
+    return 1 if summary.count(FAILED) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="inductor-flydsl sweep", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

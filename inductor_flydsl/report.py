@@ -1,0 +1,303 @@
+"""A tuning DB as a report: winners, speedups, failures, compile catalog and coverage.
+
+Speedup of a problem's winner is measured against a baseline taken from the same
+problem's results (status ``ok``):
+
+- ``aten/triton``: the faster of ATen and Triton, when the problem has a Triton result
+  (GPU). A winner that is itself ATen or Triton then has speedup 1.0;
+- ``best non-winner``: on CPU (no Triton), the fastest candidate other than the winner.
+
+The ``baseline`` column says which was used. Coverage lists the problems recorded as
+misses that still have no winner for the same device and software: shapes a shipped DB
+silently lacks at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import sqlite_utils
+
+BASELINE_ATEN_TRITON = "aten/triton"
+BASELINE_NON_WINNER = "best non-winner"
+
+PROBLEM_COLUMNS = [
+    "device", "arch", "problem", "op", "m", "n", "k", "batch", "dtype", "layout",
+    "winner_backend", "winner", "winner_ms", "candidates", "ok_candidates", "baseline",
+    "baseline_backend", "baseline_name", "baseline_ms", "speedup", "problem_id",
+    "device_id", "software_id", "torch"]
+
+
+def _frame(db: sqlite_utils.Database, sql: str) -> pd.DataFrame:
+    cursor = db.execute(sql)
+    columns = [c[0] for c in cursor.description]
+    return pd.DataFrame(cursor.fetchall(), columns=columns)
+
+
+def _device_label(row: Any) -> str:
+    return f"{row['arch']} {row['device_name']} ({row['compute_units']})"
+
+
+def geomean(values: pd.Series) -> float:
+    finite = [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(math.log(v) for v in finite) / len(finite)) if finite else math.nan
+
+
+def _baseline(group: pd.DataFrame, winner_candidate: str) -> tuple[str, pd.Series | None]:
+    ok = group[(group["status"] == "ok") & group["time_ms"].notna()]
+    if (ok["backend"] == "triton").any():
+        pool, kind = ok[ok["backend"].isin(["aten", "triton"])], BASELINE_ATEN_TRITON
+    else:
+        pool, kind = ok[ok["candidate_id"] != winner_candidate], BASELINE_NON_WINNER
+    if pool.empty:
+        return kind, None
+    return kind, pool.sort_values(["time_ms", "candidate_id"]).iloc[0]
+
+
+def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
+    """One row per (device, software, problem) with a winner."""
+    winners = _frame(db, """
+        select w.device_id, w.software_id, w.problem_id, w.candidate_id as winner_candidate,
+               w.backend as winner_backend, w.name as winner, w.time_ms as winner_ms,
+               p.summary as problem, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,
+               d.arch, d.name as device_name, d.compute_units, s.torch
+        from winners w join problems p on p.id = w.problem_id
+        join devices d on d.id = w.device_id join software s on s.id = w.software_id""")
+    if winners.empty:
+        return pd.DataFrame(columns=PROBLEM_COLUMNS)
+    results = _frame(db, "select device_id, software_id, problem_id, candidate_id, backend,"
+                         " name, time_ms, status from results")
+    grouped = dict(list(results.groupby(["device_id", "software_id", "problem_id"])))
+    rows = []
+    for w in winners.to_dict("records"):
+        key = (w["device_id"], w["software_id"], w["problem_id"])
+        group = grouped.get(key, results.iloc[0:0])
+        kind, base = _baseline(group, w["winner_candidate"])
+        base_ms = float(base["time_ms"]) if base is not None else math.nan
+        speedup = base_ms / w["winner_ms"] if base is not None and w["winner_ms"] else math.nan
+        rows.append({**w, "device": _device_label(w), "candidates": len(group),
+                     "ok_candidates": int((group["status"] == "ok").sum()),
+                     "baseline": kind,
+                     "baseline_backend": base["backend"] if base is not None else None,
+                     "baseline_name": base["name"] if base is not None else None,
+                     "baseline_ms": base_ms, "speedup": speedup})
+    table = pd.DataFrame(rows)[PROBLEM_COLUMNS]
+    return table.sort_values(["device", "op", "m", "n", "k", "problem"]).reset_index(drop=True)
+
+
+@dataclass
+class Report:
+    db_path: str
+    problems: pd.DataFrame
+    wins: pd.DataFrame  # device, backend, wins
+    geomeans: pd.DataFrame  # device, baseline, problems, geomean_speedup
+    failed_candidates: pd.DataFrame
+    catalog: pd.DataFrame
+    misses: pd.DataFrame  # every missed problem with `tuned`
+    sweep: pd.DataFrame  # device, status, items
+
+    @property
+    def missed_untuned(self) -> pd.DataFrame:
+        return self.misses[~self.misses["tuned"]] if not self.misses.empty else self.misses
+
+    def coverage(self) -> dict[str, int]:
+        missed = self.misses
+        return {"problems_tuned": len(self.problems),
+                "missed_problems": len(missed),
+                "missed_now_tuned": int(missed["tuned"].sum()) if not missed.empty else 0,
+                "missed_untuned": len(self.missed_untuned)}
+
+    def summary(self) -> dict[str, Any]:
+        overall = geomean(self.problems["speedup"]) if not self.problems.empty else math.nan
+        return {"db": self.db_path, "problems": len(self.problems),
+                "geomean_speedup": None if math.isnan(overall) else overall,
+                "wins": {f"{r.device}|{r.backend}": int(r.wins)
+                         for r in self.wins.itertuples()},
+                "failed_candidates": len(self.failed_candidates),
+                "catalog_rows": int(self.catalog["configs"].sum())
+                if not self.catalog.empty else 0,
+                **self.coverage()}
+
+
+def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
+    problems = problem_table(db)
+    if problems.empty:
+        wins = pd.DataFrame(columns=["device", "backend", "wins"])
+        geomeans = pd.DataFrame(columns=["device", "baseline", "problems", "geomean_speedup"])
+    else:
+        wins = (problems.groupby(["device", "winner_backend"]).size()
+                .reset_index(name="wins").rename(columns={"winner_backend": "backend"})
+                .sort_values(["device", "wins", "backend"], ascending=[True, False, True]))
+        geomeans = (problems.groupby(["device", "baseline"])
+                    .agg(problems=("speedup", "size"),
+                         geomean_speedup=("speedup", geomean)).reset_index())
+    failed = _frame(db, """
+        select d.arch, p.summary as problem, r.backend, r.name, r.status, r.error,
+               r.problem_id, r.candidate_id
+        from results r join problems p on p.id = r.problem_id
+        join devices d on d.id = r.device_id
+        where r.status != 'ok' order by p.summary, r.backend, r.name""")
+    catalog = _frame(db, """
+        select arch, template, op, dtype, layout, count(*) as configs, sum(ok) as ok,
+               count(*) - sum(ok) as failed,
+               sum(coalesce(vgpr_spills, 0) > 0 or coalesce(sgpr_spills, 0) > 0) as spilling,
+               max(vgprs) as max_vgprs, max(lds_bytes) as max_lds_bytes,
+               round(avg(compile_s), 3) as mean_compile_s
+        from compile_catalog group by arch, template, op, dtype, layout
+        order by arch, template, op, dtype, layout""")
+    misses = _frame(db, """
+        select d.arch, p.summary as problem, m.count, m.first_seen, m.last_seen,
+               m.problem_id, m.device_id, m.software_id,
+               exists (select 1 from winners w where w.device_id = m.device_id
+                       and w.software_id = m.software_id
+                       and w.problem_id = m.problem_id) as tuned
+        from misses m join problems p on p.id = m.problem_id
+        join devices d on d.id = m.device_id
+        order by tuned, m.count desc, p.summary""")
+    if not misses.empty:
+        misses["tuned"] = misses["tuned"].astype(bool)
+    sweep = _frame(db, """
+        select d.arch, s.status, count(*) as items, round(sum(s.seconds), 1) as seconds
+        from sweep_status s left join devices d on d.id = s.device_id
+        group by d.arch, s.status order by d.arch, s.status""")
+    return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
+                  failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep)
+
+
+def load_report(path: str | os.PathLike[str]) -> Report:
+    from .db.open import open_db
+
+    db = open_db(path, writable=False)
+    try:
+        return build_report(db, str(path))
+    finally:
+        db.close()
+
+
+# ---- rendering ------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None,
+                   headers: list[str] | None = None) -> str:
+    columns = columns or list(frame.columns)
+    headers = headers or columns
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in frame[columns].itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report, plot_path: str | None = None) -> str:
+    s = report.summary()
+    geo = s["geomean_speedup"]
+    out = [f"# Tuning report: `{report.db_path}`", "",
+           f"- problems with a winner: **{s['problems']}**",
+           f"- geomean speedup of the winner over its baseline: "
+           f"**{'-' if geo is None else f'{geo:.3f}x'}**",
+           f"- candidates that failed (status != ok): {s['failed_candidates']}",
+           f"- missed problems without a winner: **{s['missed_untuned']}** of "
+           f"{s['missed_problems']} missed", "",
+           "Baseline: `aten/triton` = the faster of ATen and Triton (GPU); "
+           "`best non-winner` = the fastest other candidate (CPU, no Triton).", ""]
+    out += ["## Winners per problem", ""]
+    if report.problems.empty:
+        out += ["No winners recorded.", ""]
+    else:
+        out += [markdown_table(
+            report.problems,
+            ["device", "problem", "winner_backend", "winner", "winner_ms", "baseline",
+             "baseline_backend", "baseline_ms", "speedup", "candidates"],
+            ["device", "problem", "backend", "winner", "winner ms", "baseline",
+             "baseline backend", "baseline ms", "speedup", "candidates"]), ""]
+        out += ["## Wins per backend", "", markdown_table(report.wins), ""]
+        out += ["## Geomean speedup", "", markdown_table(report.geomeans), ""]
+    if plot_path:
+        out += [f"![speedup per problem]({plot_path})", ""]
+    out += ["## Candidates that failed validation or compilation", ""]
+    if report.failed_candidates.empty:
+        out += ["None.", ""]
+    else:
+        failed = report.failed_candidates.copy()
+        failed["error"] = failed["error"].fillna("").map(
+            lambda e: (e.strip().splitlines() or [""])[0][:100])
+        out += [markdown_table(failed, ["arch", "problem", "backend", "name", "status",
+                                        "error"]), ""]
+    if not report.catalog.empty:
+        out += ["## FlyDSL compile catalog", "", markdown_table(report.catalog), ""]
+    cov = report.coverage()
+    out += ["## Coverage", "",
+            f"- problems tuned (winners): {cov['problems_tuned']}",
+            f"- problems recorded as misses: {cov['missed_problems']} "
+            f"({cov['missed_now_tuned']} tuned since, {cov['missed_untuned']} still untuned)",
+            ""]
+    if not report.missed_untuned.empty:
+        out += ["Missed problems with no winner (tune them with "
+                "`inductor-flydsl sweep --from-misses`):", "",
+                markdown_table(report.missed_untuned,
+                               ["arch", "problem", "count", "last_seen", "problem_id"]), ""]
+    if not report.sweep.empty:
+        out += ["## Sweep status", "", markdown_table(report.sweep), ""]
+    return "\n".join(out)
+
+
+def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
+    """Horizontal bars: winner speedup over its baseline per problem, coloured by the
+    winning backend (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = report.problems[report.problems["speedup"].notna()]
+    multi_device = data["device"].nunique() > 1
+    labels = [f"{r.problem} [{r.arch}]" if multi_device else r.problem
+              for r in data.itertuples()]
+    backends = sorted(data["winner_backend"].unique()) if not data.empty else []
+    palette = plt.get_cmap("tab10")
+    colors = {b: palette(i % 10) for i, b in enumerate(backends)}
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.35 * len(data) + 1.5)))
+    try:
+        if data.empty:
+            ax.text(0.5, 0.5, "no problem with a baseline", ha="center", va="center")
+            ax.set_axis_off()
+        else:
+            ax.barh(range(len(data)), data["speedup"],
+                    color=[colors[b] for b in data["winner_backend"]])
+            ax.set_yticks(range(len(data)), labels, fontsize=8)
+            ax.invert_yaxis()
+            ax.axvline(1.0, color="black", linewidth=0.8)
+            if data["speedup"].max() > 10 * max(data["speedup"].min(), 1e-9):
+                ax.set_xscale("log")  # noisy outliers would flatten every other bar
+            for y, value in enumerate(data["speedup"]):
+                ax.text(value, y, f" {value:.3g}x", va="center", fontsize=7)
+            ax.set_xlabel("speedup of the winner over its baseline (x)")
+            kinds = ", ".join(sorted(data["baseline"].unique()))
+            ax.set_title(f"Winner speedup per problem (baseline: {kinds})", fontsize=10)
+            handles = [plt.Rectangle((0, 0), 1, 1, color=colors[b]) for b in backends]
+            ax.legend(handles, backends, title="winner", fontsize=8, loc="lower right")
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def write_csv(report: Report, path: str | os.PathLike[str]) -> None:
+    report.problems.to_csv(path, index=False)
+
+
+def summary_json(report: Report) -> str:
+    return json.dumps(report.summary(), indent=2, sort_keys=True, default=str)

@@ -1,0 +1,518 @@
+"""The sweep loop: one worker subprocess per item, on one or more devices.
+
+Each item runs in a fresh ``python -m inductor_flydsl.sweep.worker`` process (its own
+session, so a timeout kills its whole process group). A crash, an abort (exit 134), a kill
+or a hang past ``timeout_s`` is recorded in ``sweep_status`` as ``failed`` with the error
+tail, and the sweep goes on. The worker commits its own tuning rows; the runner commits
+one ``sweep_status`` row per finished item, so a ``kill -9`` of the runner loses nothing
+committed (workers get SIGKILL with it, through ``PR_SET_PDEATHSIG``).
+
+``resume`` skips items whose status for this device and software is ``done`` or
+``skipped`` (and ``failed`` unless ``retry_failed``). A budget stops new items once spent
+(running ones finish); SIGINT/SIGTERM kill the running workers, mark their items
+``interrupted`` (redone on resume) and stop. Devices run in parallel from one thread
+that polls its workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..db.open import write_transaction
+from ..db.store import TuningDB, utc_now
+from ..keys import canonical_json
+from .items import ItemError, SweepItem, shard
+from .worker import RESULT_PREFIX
+
+DONE, FAILED, SKIPPED, INTERRUPTED = "done", "failed", "skipped", "interrupted"
+POLL_S = 0.2
+ERROR_TAIL = 3000
+
+
+class SweepError(Exception):
+    """The sweep cannot start (bad devices, unusable DB); ``str(exc)`` says why."""
+
+
+# ---- devices --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Slot:
+    """One place a worker runs: the CPU, or one GPU made the worker's only visible one."""
+
+    name: str  # "cpu" or the GPU index as the runner sees it
+    device: str  # the worker's --device: "cpu" or "cuda"
+    env: tuple[tuple[str, str | None], ...] = ()  # overrides; None removes the variable
+
+    def environ(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        for key, value in self.env:
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+
+def _gpu_runtime() -> tuple[bool, int, bool]:
+    import torch
+
+    available = torch.cuda.is_available()
+    return available, torch.cuda.device_count() if available else 0, (
+        torch.version.hip is not None)
+
+
+def gpu_slot(index: int, *, rocm: bool, environ: dict[str, str]) -> Slot:
+    """Make GPU ``index`` (as this process numbers them) the worker's only one: set
+    CUDA_VISIBLE_DEVICES (CUDA) or HIP_VISIBLE_DEVICES (ROCm) to its physical id, read
+    through this process's own visible-device list."""
+    names = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if rocm else (
+        "CUDA_VISIBLE_DEVICES",)
+    parent = next((environ[n] for n in names if environ.get(n, "").strip()), None)
+    visible = [v.strip() for v in parent.split(",")] if parent else None
+    if visible is not None and index >= len(visible):
+        raise SweepError(f"GPU {index} is not visible here ({names[0]}={parent})")
+    physical = visible[index] if visible is not None else str(index)
+    if rocm:
+        env = (("HIP_VISIBLE_DEVICES", physical), ("CUDA_VISIBLE_DEVICES", None))
+    else:
+        env = (("CUDA_VISIBLE_DEVICES", physical),)
+    return Slot(name=str(index), device="cuda", env=env)
+
+
+def resolve_slots(spec: str | None) -> list[Slot]:
+    """``None``/``auto`` (first GPU, else the CPU), ``cpu``, ``all`` or ``0,1,...``."""
+    text = (spec or "auto").strip().lower()
+    if text == "cpu":
+        return [Slot(name="cpu", device="cpu")]
+    available, count, rocm = _gpu_runtime()
+    if text == "auto":
+        return [gpu_slot(0, rocm=rocm, environ=dict(os.environ))] if available else [
+            Slot(name="cpu", device="cpu")]
+    if not available:
+        raise SweepError(f"--devices {spec}: no GPU is available here (use cpu)")
+    if text == "all":
+        indexes = list(range(count))
+    else:
+        try:
+            indexes = sorted({int(x) for x in text.split(",") if x.strip()})
+        except ValueError:
+            raise SweepError(f"bad --devices {spec!r}: use all, cpu or 0,1,...") from None
+    if not indexes or any(not 0 <= i < count for i in indexes):
+        raise SweepError(f"--devices {spec}: this machine has GPUs 0..{count - 1}")
+    return [gpu_slot(i, rocm=rocm, environ=dict(os.environ)) for i in indexes]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The device and software rows the sweep's results are keyed by."""
+
+    device: dict[str, Any]
+    software: dict[str, Any]
+    kind: str  # cpu, cuda, rocm
+
+    @property
+    def device_id(self) -> str:
+        return str(self.device["id"])
+
+    @property
+    def software_id(self) -> str:
+        return str(self.software["id"])
+
+
+def _worker_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "inductor_flydsl.sweep.worker", *args]
+
+
+def probe_identity(slots: list[Slot], timeout_s: float = 300) -> Identity:
+    """Device and software as the workers will see them (GPU: asked of a worker process
+    per slot, so CUDA is never initialised in the runner). Mixed devices are refused."""
+    if slots[0].device == "cpu":
+        from .worker import describe
+
+        return Identity(**describe("cpu"))
+    procs = [subprocess.Popen(_worker_cmd("--describe", "--device", s.device),
+                              env=s.environ(dict(os.environ)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for s in slots]
+    found = []
+    for slot, proc in zip(slots, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise SweepError(f"GPU {slot.name}: describing the device timed out") from None
+        if proc.returncode != 0:
+            raise SweepError(f"GPU {slot.name}: describing the device failed: "
+                             f"{err.strip()[-500:]}")
+        found.append(Identity(**json.loads(out.strip().splitlines()[-1])))
+    ids = {i.device_id for i in found}
+    if len(ids) > 1:
+        names = ", ".join(f"GPU {s.name}: {i.device['name']} ({i.device['arch']}, "
+                          f"{i.device['compute_units']} CUs)"
+                          for s, i in zip(slots, found, strict=True))
+        raise SweepError(f"--devices names different devices ({names}); run one sweep per "
+                         "kind of device")
+    return found[0]
+
+
+# ---- selection ------------------------------------------------------------------------
+def statuses(db: TuningDB, identity: Identity) -> dict[str, str]:
+    return {row["item_id"]: row["status"] for row in db.db.query(
+        "select item_id, status from sweep_status where device_id = ? and software_id = ?",
+        [identity.device_id, identity.software_id])}
+
+
+def select_items(items: list[SweepItem], *, shard_spec: tuple[int, int] | None,
+                 previous: dict[str, str], resume: bool,
+                 retry_failed: bool) -> tuple[list[SweepItem], int]:
+    """The items to run, in the given order, and how many ``resume`` skipped."""
+    if shard_spec is not None:
+        mine = {item.item_id for item in shard(items, *shard_spec)}
+        items = [item for item in items if item.item_id in mine]
+    if not resume:
+        return items, 0
+    finished = {DONE, SKIPPED} | (set() if retry_failed else {FAILED})
+    todo = [item for item in items if previous.get(item.item_id) not in finished]
+    return todo, len(items) - len(todo)
+
+
+# ---- options and summary --------------------------------------------------------------
+@dataclass
+class SweepOptions:
+    db: Path
+    backends: str | None = None
+    resume: bool = False
+    retry_failed: bool = False
+    shard: tuple[int, int] | None = None
+    budget_s: float | None = None
+    timeout_s: float = 900.0
+    progress: bool = True
+    handle_signals: bool = True
+
+
+@dataclass
+class ItemOutcome:
+    item: SweepItem
+    status: str
+    error: str = ""
+    seconds: float = 0.0
+    problem_ids: list[str] = field(default_factory=list)
+    source: str = ""  # "autotune", "db" (winner reused) or ""
+    slot: str = ""
+
+
+@dataclass
+class SweepSummary:
+    db: str
+    device: dict[str, Any]
+    software: dict[str, Any]
+    shard: str | None
+    items_total: int = 0  # after sharding
+    resumed_skip: int = 0  # finished earlier (resume)
+    outcomes: list[ItemOutcome] = field(default_factory=list)
+    not_started: int = 0  # left when the budget ran out or a signal stopped the sweep
+    stopped: str | None = None  # "budget", "SIGINT", "SIGTERM"
+    wall_s: float = 0.0
+    wins_by_backend: dict[str, int] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def problems_tuned(self) -> int:
+        return len({p for o in self.outcomes if o.status == DONE for p in o.problem_ids})
+
+    @property
+    def problems_per_minute(self) -> float:
+        return self.problems_tuned / (self.wall_s / 60) if self.wall_s > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "db": self.db, "device": self.device, "software": self.software,
+            "shard": self.shard, "items_total": self.items_total,
+            "already_finished": self.resumed_skip, "run": len(self.outcomes),
+            "done": self.count(DONE), "failed": self.count(FAILED),
+            "skipped": self.count(SKIPPED), "interrupted": self.count(INTERRUPTED),
+            "not_started": self.not_started, "stopped": self.stopped,
+            "reused_from_db": sum(1 for o in self.outcomes if o.status == DONE
+                                  and o.source == "db"),
+            "problems_tuned": self.problems_tuned, "wins_by_backend": self.wins_by_backend,
+            "wall_s": round(self.wall_s, 2),
+            "problems_per_minute": round(self.problems_per_minute, 3),
+            "items": [{"item_id": o.item.item_id, "item": o.item.summary(),
+                       "status": o.status, "seconds": round(o.seconds, 2),
+                       "source": o.source, "problem_ids": o.problem_ids,
+                       "error": o.error[-500:], "slot": o.slot} for o in self.outcomes],
+        }
+
+
+# ---- workers --------------------------------------------------------------------------
+@dataclass
+class _Running:
+    item: SweepItem
+    slot: Slot
+    proc: subprocess.Popen[bytes]
+    started: float
+    workdir: Path
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+
+
+def _describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"worker killed by {name} (exit {128 - rc})"
+    return f"worker exited with status {rc}"
+
+
+def _tail(path: Path, limit: int = ERROR_TAIL) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode("utf-8", "replace").strip()
+
+
+def _result_line(path: Path) -> dict[str, Any] | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith(RESULT_PREFIX):
+            try:
+                value = json.loads(line[len(RESULT_PREFIX):])
+            except json.JSONDecodeError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def _outcome(run: _Running, rc: int | None, timed_out: float | None,
+             identity: Identity) -> ItemOutcome:
+    seconds = time.monotonic() - run.started
+    out = ItemOutcome(item=run.item, status=FAILED, seconds=seconds, slot=run.slot.name)
+    stderr_tail = _tail(run.workdir / "stderr.txt")
+    if timed_out is not None:
+        out.error = f"timed out after {timed_out:g} s (worker killed)\n{stderr_tail}"
+        return out
+    result = _result_line(run.workdir / "stdout.txt")
+    if result is None:
+        out.error = f"{_describe_exit(rc or 0)}; no result line\n{stderr_tail}"
+        return out
+    status = str(result.get("status"))
+    out.problem_ids = [str(p) for p in result.get("problem_ids") or []]
+    out.source = str(result.get("source") or "")
+    device_id = (result.get("device") or {}).get("id")
+    if device_id and device_id != identity.device_id:
+        out.error = (f"worker saw device {device_id}, the sweep is keyed by "
+                     f"{identity.device_id}; results were recorded under the worker's id")
+        return out
+    if status in (DONE, SKIPPED):
+        out.status = status
+        out.error = str(result.get("reason") or "")
+    else:
+        detail = result.get("traceback") or stderr_tail
+        out.error = f"{result.get('reason') or _describe_exit(rc or 0)}\n{detail}"
+    return out
+
+
+class SweepRunner:
+    def __init__(self, options: SweepOptions, slots: list[Slot], identity: Identity,
+                 on_event: Callable[[str, ItemOutcome | None], None] | None = None) -> None:
+        self.options = options
+        self.slots = slots
+        self.identity = identity
+        self.on_event = on_event or (lambda kind, outcome: None)
+        self.stop_signal: int | None = None
+        try:
+            self.db = TuningDB.open(options.db, writable=True, tool="sweep")
+        except Exception as exc:  # UnusableDB, sqlite3.Error, OSError
+            raise SweepError(str(exc)) from exc
+        self.run_id = self.db.run_id()
+        with write_transaction(self.db.db):
+            self.db.db.table("devices").upsert(identity.device, pk="id")
+            self.db.db.table("software").upsert(identity.software, pk="id")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- recording ------------------------------------------------------------------
+    def record(self, outcome: ItemOutcome) -> None:
+        row = {"device_id": self.identity.device_id, "software_id": self.identity.software_id,
+               "item_id": outcome.item.item_id, "item": canonical_json(outcome.item.to_dict()),
+               "status": outcome.status, "error": outcome.error[-ERROR_TAIL:],
+               "seconds": round(outcome.seconds, 3),
+               "problem_ids": json.dumps(outcome.problem_ids), "run_id": self.run_id,
+               "updated_at": utc_now()}
+        with write_transaction(self.db.db):
+            if outcome.status == INTERRUPTED:
+                current = list(self.db.db.query(
+                    "select status from sweep_status where device_id = ? and software_id = ?"
+                    " and item_id = ?", [row["device_id"], row["software_id"],
+                                         row["item_id"]]))
+                if current and current[0]["status"] == DONE:
+                    return  # an earlier run finished it; keep that
+            self.db.db.table("sweep_status").upsert(
+                row, pk=("device_id", "software_id", "item_id"))
+
+    def wins_by_backend(self, problem_ids: set[str]) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for row in self.db.db.query(
+                "select problem_id, backend from winners where device_id = ? and"
+                " software_id = ?", [self.identity.device_id, self.identity.software_id]):
+            if row["problem_id"] in problem_ids:
+                counts[str(row["backend"])] += 1
+        return dict(counts.most_common())
+
+    # ---- running --------------------------------------------------------------------
+    def _launch(self, item: SweepItem, slot: Slot, root: Path) -> _Running:
+        workdir = Path(tempfile.mkdtemp(prefix=f"{item.item_id}-", dir=root))
+        cmd = _worker_cmd("--item", canonical_json(item.to_dict()), "--db",
+                          str(self.options.db), "--device", slot.device, "--cache-dir",
+                          str(workdir / "inductor_cache"), "--parent-pid", str(os.getpid()))
+        if self.options.backends:
+            cmd += ["--backends", self.options.backends]
+        env = slot.environ(dict(os.environ))
+        env["INDUCTOR_FLYDSL_SHIPPED"] = "0"
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
+        for name in ("INDUCTOR_FLYDSL", "INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE"):
+            env.pop(name, None)
+        stdout = open(workdir / "stdout.txt", "wb")
+        stderr = open(workdir / "stderr.txt", "wb")
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return _Running(item, slot, proc, time.monotonic(), workdir, stdout, stderr)
+
+    @staticmethod
+    def _kill(run: _Running) -> None:
+        try:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        run.proc.wait()
+
+    def _finish(self, run: _Running, outcome: ItemOutcome) -> ItemOutcome:
+        run.stdout.close()
+        run.stderr.close()
+        self.record(outcome)
+        shutil.rmtree(run.workdir, ignore_errors=True)
+        self.on_event("finished", outcome)
+        return outcome
+
+    def run(self, items: list[SweepItem], summary: SweepSummary) -> None:
+        pending = list(reversed(items))
+        running: dict[str, _Running] = {}
+        start = time.monotonic()
+        root = Path(tempfile.mkdtemp(prefix="inductor_flydsl_sweep_"))
+        try:
+            with _signals_stop(self) if self.options.handle_signals else _nothing():
+                while pending or running:
+                    if self.stop_signal is not None:
+                        summary.stopped = signal.Signals(self.stop_signal).name
+                        for run in running.values():
+                            self._kill(run)
+                            summary.outcomes.append(self._finish(run, ItemOutcome(
+                                item=run.item, status=INTERRUPTED, slot=run.slot.name,
+                                seconds=time.monotonic() - run.started,
+                                error=f"sweep stopped by {summary.stopped}")))
+                        running.clear()
+                        break
+                    budget = self.options.budget_s
+                    if pending and budget is not None and time.monotonic() - start >= budget:
+                        summary.stopped = "budget"
+                    for slot in self.slots:
+                        if summary.stopped or not pending or slot.name in running:
+                            continue
+                        item = pending.pop()
+                        running[slot.name] = self._launch(item, slot, root)
+                        self.on_event("started", ItemOutcome(item=item, status="running",
+                                                             slot=slot.name))
+                    for name, run in list(running.items()):
+                        rc = run.proc.poll()
+                        elapsed = time.monotonic() - run.started
+                        if rc is None and elapsed > self.options.timeout_s:
+                            self._kill(run)
+                            outcome = _outcome(run, None, self.options.timeout_s,
+                                               self.identity)
+                        elif rc is None:
+                            continue
+                        else:
+                            outcome = _outcome(run, rc, None, self.identity)
+                        del running[name]
+                        summary.outcomes.append(self._finish(run, outcome))
+                    if summary.stopped == "budget" and not running:
+                        break
+                    time.sleep(POLL_S)
+        finally:
+            for run in running.values():  # only on an unexpected error
+                self._kill(run)
+            shutil.rmtree(root, ignore_errors=True)
+            summary.not_started = len(pending)
+            summary.wall_s = time.monotonic() - start
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def _signals_stop(runner: SweepRunner) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``runner.stop_signal``; the loop then stops cleanly."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        runner.stop_signal = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
+              identity: Identity,
+              on_event: Callable[[str, ItemOutcome | None], None] | None = None,
+              on_plan: Callable[[SweepSummary, list[SweepItem]], None] | None = None,
+              ) -> SweepSummary:
+    """Select (shard, resume) and run ``items``; every finished item is committed."""
+    if not items:
+        raise ItemError("no sweep items")
+    runner = SweepRunner(options, slots, identity, on_event)
+    try:
+        shard_text = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None
+        todo, finished = select_items(items, shard_spec=options.shard,
+                                      previous=statuses(runner.db, identity),
+                                      resume=options.resume,
+                                      retry_failed=options.retry_failed)
+        summary = SweepSummary(db=str(options.db), device=identity.device,
+                               software=identity.software, shard=shard_text,
+                               items_total=len(todo) + finished, resumed_skip=finished)
+        if on_plan is not None:
+            on_plan(summary, todo)
+        runner.run(todo, summary)
+        summary.wins_by_backend = runner.wins_by_backend(
+            {p for o in summary.outcomes if o.status == DONE for p in o.problem_ids})
+        return summary
+    finally:
+        runner.close()

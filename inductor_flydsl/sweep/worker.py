@@ -1,0 +1,256 @@
+"""Tune ONE sweep item in this (fresh) process, through the plugin's own recording path.
+
+    python -m inductor_flydsl.sweep.worker --item '{"op":"linear","m":16,...}' --db t.db
+    python -m inductor_flydsl.sweep.worker --describe      # device/software rows as JSON
+
+It builds real tensors with the item's layout on the device, enables
+``inductor_flydsl`` in ``readwrite`` mode on ``--db`` and compiles the GEMM with
+``torch.compile(mode="max-autotune")`` (``max-autotune-no-cudagraphs`` on a GPU): Inductor
+benchmarks the candidates and the plugin's feedback saver records every candidate and the
+winner, exactly as in a user's compile. Nothing here times kernels itself. When the DB
+already holds a winner for the problem, the plugin reuses it and nothing is benchmarked.
+
+On CPU, Inductor autotunes only GEMMs with a constant weight: ``op=linear`` runs an
+``nn.Linear`` under ``torch._inductor.config.freezing = True`` (recorded as op
+``packed_linear``); ``mm``/``addmm``/``bmm`` are reported as skipped.
+
+Each worker uses a fresh Inductor cache dir (``--cache-dir``, else a temporary one that is
+removed at exit), so neither the FX-graph cache nor Inductor's autotune cache answers for
+it, and shipped tuning DBs are not layered (``INDUCTOR_FLYDSL_SHIPPED=0``): a sweep
+measures. The last stdout line is ``SWEEP_RESULT {json}``.
+
+Test-only hooks (used by tests/sweep; never set them otherwise): when
+``INDUCTOR_FLYDSL_SWEEP_TEST_CRASH`` equals the item's id or op, the worker calls
+``os.abort()`` (exit 134, as a GPU fault does); ``INDUCTOR_FLYDSL_SWEEP_TEST_HANG`` makes
+it sleep forever (a hang, for ``--timeout-s``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from .items import ItemError, SweepItem
+
+RESULT_PREFIX = "SWEEP_RESULT "
+ENV_TEST_CRASH = "INDUCTOR_FLYDSL_SWEEP_TEST_CRASH"
+ENV_TEST_HANG = "INDUCTOR_FLYDSL_SWEEP_TEST_HANG"
+DEFAULT_BACKENDS = {"cpu": "ATEN,CPP", "cuda": "ATEN,TRITON", "rocm": "ATEN,TRITON,FLYDSL"}
+CPU_SKIP_REASON = ("Inductor on CPU autotunes only frozen-weight linear layers "
+                   "(op=linear, recorded as packed_linear); {op} gets ATen only")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: get SIGKILL when the runner dies (even by kill -9), so no orphan keeps a
+    GPU busy. A worker whose parent is already gone exits at once."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(3)
+
+
+def _test_fault(item: SweepItem) -> None:
+    targets = {item.item_id, item.op}
+    if os.environ.get(ENV_TEST_CRASH) in targets:
+        sys.stderr.write(f"{ENV_TEST_CRASH}: aborting on purpose (test hook)\n")
+        sys.stderr.flush()
+        os.abort()
+    if os.environ.get(ENV_TEST_HANG) in targets:
+        sys.stderr.write(f"{ENV_TEST_HANG}: hanging on purpose (test hook)\n")
+        sys.stderr.flush()
+        while True:
+            time.sleep(60)
+
+
+def _emit(result: dict[str, Any]) -> None:
+    sys.stdout.write(RESULT_PREFIX + json.dumps(result, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def device_kind(device: str) -> str:
+    import torch
+
+    if device == "cpu":
+        return "cpu"
+    return "rocm" if torch.version.hip is not None else "cuda"
+
+
+def describe(device: str) -> dict[str, Any]:
+    from ..device import describe_device
+    from ..software import current_software
+
+    return {"device": describe_device(device).as_row(),
+            "software": current_software().as_row(), "kind": device_kind(device)}
+
+
+def _operand(rows: int, cols: int, major: str, batch: int | None, *, device: str,
+             dtype: Any, gen: Any) -> Any:
+    """A rows x cols operand, row-major (``n``) or column-major (``t``)."""
+    import torch
+
+    lead = () if batch is None else (batch,)
+    shape = (*lead, rows, cols) if major == "n" else (*lead, cols, rows)
+    t = torch.randn(shape, device=device, dtype=dtype, generator=gen)
+    return t if major == "n" else t.transpose(-1, -2)
+
+
+def build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
+    """The callable to compile and its inputs, as the item describes them."""
+    import torch
+
+    dtype = getattr(torch, item.dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    kw = {"device": device, "dtype": dtype, "gen": gen}
+    a_major, b_major = item.layout
+    if item.op == "linear":
+        module = torch.nn.Linear(item.k, item.n, bias=False, device=device, dtype=dtype)
+        with torch.no_grad():
+            module.weight.copy_(torch.randn(item.n, item.k, device=device, dtype=dtype,
+                                            generator=gen) / math.sqrt(item.k))
+        return module.eval(), (_operand(item.m, item.k, "n", None, **kw),)
+    batch = item.batch if item.op == "bmm" else None
+    a = _operand(item.m, item.k, a_major, batch, **kw)
+    b = _operand(item.k, item.n, b_major, batch, **kw) / math.sqrt(item.k)
+    if item.op == "mm":
+        return torch.mm, (a, b)
+    if item.op == "bmm":
+        return torch.bmm, (a, b)
+    bias = torch.randn(item.n, device=device, dtype=dtype, generator=gen)
+    return torch.addmm, (bias, a, b)
+
+
+def _rel_err(out: Any, ref: Any) -> float:
+    diff = (out.float() - ref.float()).abs().max().item()
+    scale = max(ref.float().abs().max().item(), 1e-6)
+    return float(diff / scale)
+
+
+def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[str, Any]:
+    import torch
+    import torch._inductor.config as inductor_config
+
+    kind = device_kind(device)
+    result: dict[str, Any] = {"item_id": item.item_id, "item": item.to_dict(),
+                              **describe(device)}
+    if kind == "cpu" and item.op != "linear":
+        return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
+    chosen = backends or DEFAULT_BACKENDS[kind]
+    inductor_config.max_autotune_gemm_backends = chosen
+    result["backends"] = chosen
+    if kind == "cpu":
+        inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
+    import inductor_flydsl
+
+    inductor_flydsl.enable(db, "readwrite")
+    fn, inputs = build(item, device)
+    mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
+    start = time.perf_counter()
+    with torch.no_grad():
+        compiled = torch.compile(fn, mode=mode, dynamic=False, fullgraph=True)
+        out = compiled(*inputs)
+        if kind != "cpu":
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - start
+        ref = fn(*inputs)
+    stats = inductor_flydsl.stats()
+    inductor_flydsl.disable()
+    from torch._dynamo.utils import counters
+
+    decisions = stats["decisions"]
+    problem_ids = sorted({d["problem_id"] for d in decisions})
+    result.update({"compile_s": round(compile_s, 3), "rel_err": _rel_err(out, ref),
+                   "stats": stats, "problem_ids": problem_ids,
+                   "autotune_runs": counters["inductor"]["select_algorithm_autotune"]})
+    if not decisions:
+        return {**result, "status": "failed",
+                "reason": f"no GEMM autotune happened (backends {chosen}: a single "
+                          f"candidate or no tunable lowering); plugin stats: "
+                          f"hits={stats['hits']} misses={stats['misses']} "
+                          f"errors={stats['errors']}"}
+    sources = {"autotune" if d["source"] == "autotune" else "db" for d in decisions}
+    return {**result, "status": "done", "source": ",".join(sorted(sources)), "reason": ""}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--item", help="the sweep item as JSON")
+    parser.add_argument("--db", help="tuning DB to record into")
+    parser.add_argument("--device", default="auto", help="cpu, cuda (first visible GPU), auto")
+    parser.add_argument("--backends", default=None,
+                        help="TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS (default: all "
+                             "available: CPU ATEN,CPP; CUDA ATEN,TRITON; ROCm "
+                             "ATEN,TRITON,FLYDSL)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="Inductor cache dir (default: a fresh temporary one)")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="die with this process (the runner)")
+    parser.add_argument("--describe", action="store_true",
+                        help="print the device and software rows as JSON and exit")
+    args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        _die_with_parent(args.parent_pid)
+    os.environ["INDUCTOR_FLYDSL_SHIPPED"] = "0"
+    os.environ.pop("INDUCTOR_FLYDSL", None)  # enabled explicitly below, on --db only
+    if args.backends:
+        os.environ["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = args.backends
+    own_cache = args.cache_dir is None
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="inductor_flydsl_sweep_")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    try:
+        return _run(args)
+    finally:
+        if own_cache:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    item = None
+    if not args.describe:
+        if not args.item or not args.db:
+            sys.stderr.write("worker: --item and --db are required\n")
+            return 2
+        try:
+            item = SweepItem.from_values(json.loads(args.item))
+        except (ItemError, json.JSONDecodeError, TypeError, AttributeError) as exc:
+            _emit({"status": "failed", "reason": f"bad --item: {exc}"})
+            return 2
+        _test_fault(item)
+        if args.device == "cpu" and item.op != "linear":  # decided without importing torch
+            _emit({"item_id": item.item_id, "item": item.to_dict(), "status": "skipped",
+                   "reason": CPU_SKIP_REASON.format(op=item.op)})
+            return 0
+    import torch
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device.startswith("cuda"):
+        device = "cuda"
+    if item is None:
+        sys.stdout.write(json.dumps(describe(device)) + "\n")
+        return 0
+    try:
+        result = tune(item, args.db, device, args.backends)
+    except Exception as exc:
+        tail = traceback.format_exc()[-4000:]
+        _emit({"item_id": item.item_id, "status": "failed",
+               "reason": f"{type(exc).__name__}: {exc}"[:2000], "traceback": tail})
+        return 1
+    _emit(result)
+    return 0 if result["status"] != "failed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

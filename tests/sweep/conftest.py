@@ -1,0 +1,51 @@
+"""Fixtures for the sweep tests: real runner and worker subprocesses on real SQLite DBs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def sweep_env(root: Path, **extra: str) -> dict[str, str]:
+    """A child environment with its own caches, no shipped DB and no plugin auto-enable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
+    env.update({"XDG_CACHE_HOME": str(root / "xdg_cache"),
+                "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor_cache"),
+                "INDUCTOR_FLYDSL_SHIPPED": "0"})
+    env.update(extra)
+    return env
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "inductor_flydsl", *args]
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 600,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli(*args), env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def sweep_json(proc: subprocess.CompletedProcess[str]) -> dict:
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"sweep printed no JSON (exit {proc.returncode}):\n"
+                             f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}") from None
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The cpu-smoke preset swept once, unsharded, through real workers."""
+    root = tmp_path_factory.mktemp("smoke")
+    db = root / "smoke.db"
+    proc = run_cli(["sweep", "--preset", "cpu-smoke", "--db", str(db), "--json"],
+                   sweep_env(root))
+    summary = sweep_json(proc)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return {"db": db, "summary": summary, "root": root}
