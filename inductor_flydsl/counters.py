@@ -12,12 +12,13 @@ class Decision:
     problem_id: str
     candidate_id: str
     backend: str
-    source: str  # "db:<path>" or "autotune"
+    source: str  # "db:<path>", "db-bucket:M=<m>:<path>" or "autotune"
 
 
 @dataclass
 class Stats:
     hits: int = 0  # a DB winner was handed to Inductor: nothing benchmarked
+    bucket_hits: int = 0  # the winner of M's dynamic-M bucket was used (also a miss)
     misses: int = 0  # no DB winner for the problem
     stale: int = 0  # DB winner not among the current candidates: normal autotuning
     recorded: int = 0  # autotune selections written to the DB
@@ -37,7 +38,8 @@ class Stats:
     def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {
-                "hits": self.hits, "misses": self.misses, "stale": self.stale,
+                "hits": self.hits, "bucket_hits": self.bucket_hits, "misses": self.misses,
+                "stale": self.stale,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "decisions": [asdict(d) for d in self.decisions],
             }

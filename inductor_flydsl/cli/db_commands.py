@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from ..db import queries
 from ..db.merge import MergeError, merge_dbs
 from ..db.open import UnusableDB, open_db
 from ..db.verify import verify_path
+from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
 from .output import console, fail, print_json, print_table
 
@@ -118,7 +120,11 @@ def _show(db, args: argparse.Namespace) -> int:
         return fail(f"no problem matches {args.ref!r}", code=1)
     details = []
     for p in problems:
-        details.append({"problem": p, **queries.problem_detail(db, p["id"])})
+        try:
+            bucket = queries.bucket_status(db, Problem.from_spec(json.loads(p["spec"])))
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            bucket = {"error": f"bad problem spec: {exc}"}
+        details.append({"problem": p, **queries.problem_detail(db, p["id"]), "bucket": bucket})
     if args.json:
         print_json(details)
         return 0
@@ -131,6 +137,16 @@ def _show(db, args: argparse.Namespace) -> int:
                      for r in d["results"]])
         for m in d["misses"]:
             console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
+        b = d["bucket"]
+        if b.get("bucket_m") is None:
+            console.print(f"  dynamic-M bucket: none (M={b.get('m')} is over the largest bucket)"
+                          if "error" not in b else f"  {b['error']}")
+        elif b["bucket_problem_id"] is None:
+            console.print(f"  dynamic-M bucket: M={b['bucket_m']} (this problem itself)")
+        else:
+            archs = ", ".join(b["bucket_winner_archs"]) or "none"
+            console.print(f"  dynamic-M bucket: M={b['bucket_m']} (problem "
+                          f"{b['bucket_problem_id']}); bucket winners on: {archs}")
     return 0
 
 

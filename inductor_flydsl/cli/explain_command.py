@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ..db.queries import parse_shape
+from ..db.open import UnusableDB, open_db
+from ..db.queries import bucket_status, parse_shape
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
 from ..problem import synthetic_problem
+from ..settings import settings_from_env
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("explain",)
@@ -26,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--search-space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
     p.add_argument("--check-runtime", action="store_true",
                    help="also check this machine's ROCm runtime (nothing is launched)")
+    p.add_argument("--db", type=Path, default=None,
+                   help="also tell how this tuning DB serves the problem (exact winner or "
+                        "dynamic-M bucket); default: the per-user DB if it exists")
     p.add_argument("--json", action="store_true")
 
 
@@ -45,9 +51,32 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     result = explain(problem, args.arch, search_space=args.search_space,
                      check_runtime=args.check_runtime)
+    db_path = args.db or settings_from_env().db_path
+    db_info = None
+    if args.db is not None or db_path.exists():
+        try:
+            db = open_db(db_path, writable=False)
+        except UnusableDB as exc:
+            db_info = {"db": str(db_path), "error": str(exc)}
+        else:
+            db_info = {"db": str(db_path), **bucket_status(db, problem)}
+            db.close()
     if args.json:
-        print_json(result.as_json())
+        print_json({**result.as_json(), "tuning_db": db_info})
         return 0
+    if db_info is not None:
+        if "error" in db_info:
+            console.print(f"tuning DB {db_path}: {db_info['error']}")
+        elif db_info["exact_winner_archs"]:
+            console.print(f"tuning DB {db_path}: exact winner recorded on "
+                          f"{', '.join(db_info['exact_winner_archs'])}")
+        elif db_info["bucket_winner_archs"]:
+            console.print(f"tuning DB {db_path}: no exact winner; served by the dynamic-M "
+                          f"bucket M={db_info['bucket_m']} (winners on "
+                          f"{', '.join(db_info['bucket_winner_archs'])})")
+        else:
+            console.print(f"tuning DB {db_path}: no winner for this problem or its bucket "
+                          f"(M={db_info['bucket_m']}); it will be autotuned and recorded")
     if result.eligible:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} {result.search_space} configs, best first")

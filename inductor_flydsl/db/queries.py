@@ -117,3 +117,23 @@ def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
         " join devices d on d.id = r.device_id join software s on s.id = r.software_id"
         " left join winners w on w.device_id = r.device_id and w.software_id = r.software_id"
         " and w.problem_id = r.problem_id order by p.op, p.m, p.n, p.k, d.arch, r.time_ms"))
+
+
+def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
+    """Which dynamic-M bucket serves ``problem`` (a ``Problem``) and on which archs the DB
+    holds a winner for it (see ``buckets.py``)."""
+    from ..buckets import bucket_m, bucket_problem
+
+    m = problem.mnk[0]
+    exact = [r["arch"] for r in db.query(
+        "select d.arch from winners w join devices d on d.id = w.device_id"
+        " where w.problem_id = ?", [problem.id])]
+    bucket = bucket_problem(problem)
+    info: dict[str, Any] = {"m": m, "bucket_m": bucket_m(m), "exact_winner_archs": exact,
+                            "bucket_problem_id": None, "bucket_winner_archs": []}
+    if bucket is not None:
+        info["bucket_problem_id"] = bucket[0].id
+        info["bucket_winner_archs"] = [r["arch"] for r in db.query(
+            "select d.arch from winners w join devices d on d.id = w.device_id"
+            " where w.problem_id = ?", [bucket[0].id])]
+    return info

@@ -10,7 +10,7 @@ import socket
 import sqlite3
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ class Winner:
     name: str
     time_ms: float | None
     source: str  # path of the DB that held it
+    config: dict[str, Any] = field(default_factory=dict)  # the winner's stored config
 
 
 def pick_winner(results: list[CandidateResult]) -> CandidateResult | None:
@@ -107,13 +108,17 @@ class TuningDB:
     def lookup_winner(self, device_id: str, software_id: str, problem_id: str) -> Winner | None:
         with self._lock:
             rows = list(self.db.query(
-                "select candidate_id, backend, name, time_ms from winners where device_id = ?"
-                " and software_id = ? and problem_id = ?", [device_id, software_id, problem_id]))
+                "select w.candidate_id, w.backend, w.name, w.time_ms, r.config from winners w"
+                " left join results r on r.device_id = w.device_id and"
+                " r.software_id = w.software_id and r.problem_id = w.problem_id and"
+                " r.candidate_id = w.candidate_id where w.device_id = ? and w.software_id = ?"
+                " and w.problem_id = ?", [device_id, software_id, problem_id]))
         if not rows:
             return None
         row = rows[0]
         return Winner(candidate_id=str(row["candidate_id"]), backend=str(row["backend"]),
-                      name=str(row["name"] or ""), time_ms=row["time_ms"], source=str(self.path))
+                      name=str(row["name"] or ""), time_ms=row["time_ms"], source=str(self.path),
+                      config=decode_config(row["config"]))
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,

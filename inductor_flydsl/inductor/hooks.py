@@ -28,6 +28,7 @@ from typing import Any
 
 from torch._inductor import select_algorithm
 
+from ..buckets import bucket_problem, family_id
 from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult
@@ -130,24 +131,44 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
 def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> list[Any]:
     problem = _problem(ctx, choices)
     device, software = _device_of(ctx.layout), current_software()
-    winner = state.tuning_db.lookup(device, software, problem)
-    if winner is None:
-        state.stats.bump("misses")
-        state.tuning_db.record_miss(device, software, problem)
-        log.debug("inductor_flydsl: miss %s", problem.summary())
-        return choices
-    matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
-    if not matching:
+    db = state.tuning_db
+    # A dynamic problem's candidates are compiled for symbolic M: only a bucket can serve.
+    winner = None if problem.dynamic else db.lookup(device, software, problem)
+    if winner is not None:
+        matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
+        if matching:
+            return _use(state, problem, matching[0], winner.candidate_id, winner.backend,
+                        f"db:{winner.source}", "hits")
         state.stats.bump("stale")
         log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
                  "autotuning normally", winner.name or winner.candidate_id, problem.summary())
         return choices
-    state.stats.bump("hits")
+    state.stats.bump("misses")
+    log.debug("inductor_flydsl: miss %s", problem.summary())
+    bucket = bucket_problem(problem)
+    db.record_miss(device, software, bucket[0] if bucket and problem.dynamic else problem)
+    if bucket is None:
+        return choices
+    bucket_problem_, m = bucket
+    bucket_winner = db.lookup(device, software, bucket_problem_)
+    if bucket_winner is None:
+        return choices
+    family = family_id(bucket_winner.backend, bucket_winner.name, bucket_winner.config)
+    for choice in choices:
+        if family_id(backend_of(choice), str(choice.name), config_of(choice)) == family:
+            return _use(state, problem, choice, candidate_id(choice), bucket_winner.backend,
+                        f"db-bucket:M={m}:{bucket_winner.source}", "bucket_hits")
+    return choices
+
+
+def _use(state: PluginState, problem: Problem, choice: Any, cand_id: str, backend: str,
+         source: str, counter: str) -> list[Any]:
+    state.stats.bump(counter)
     state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
-                                      candidate_id=winner.candidate_id,
-                                      backend=winner.backend, source=f"db:{winner.source}"))
-    log.debug("inductor_flydsl: hit %s -> %s", problem.summary(), winner.name)
-    return matching[:1]
+                                      candidate_id=cand_id, backend=backend, source=source))
+    log.debug("inductor_flydsl: %s %s -> %s (%s)", counter, problem.summary(), choice.name,
+              source)
+    return [choice]
 
 
 def _result_of(choice: Any, timing: float) -> CandidateResult:

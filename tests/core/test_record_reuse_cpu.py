@@ -135,3 +135,19 @@ def test_stale_winner_falls_back_to_autotuning(cold: dict, tmp_path: Path) -> No
     repaired = next(iter(db.query("select candidate_id from winners where problem_id = ?",
                                   [first["problem_id"]])))
     assert repaired["candidate_id"] == first["candidate_id"]
+
+
+def test_unseen_m_is_served_from_its_bucket(cold: dict, tmp_path: Path) -> None:
+    """Batch 12 was never tuned; its bucket (M=16) was: the bucket's winners are reused."""
+    db_copy = tmp_path / "bucket.db"
+    shutil.copy(cold["db"], db_copy)
+    result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db_copy),
+                                "--dims", "64,128,96,48", "--batch", "12"],
+                               isolated_env(tmp_path))
+    stats = result["stats"]
+    assert stats["bucket_hits"] == 3 and stats["misses"] == 3 and stats["hits"] == 0
+    assert stats["benchmarked"] == 0 and result["autotune_runs"] == 0
+    assert all(d["source"].startswith("db-bucket:M=16:") for d in stats["decisions"])
+    db = sqlite_utils.Database(db_copy)
+    # the exact problems are recorded as misses, for a later sweep to tune them
+    assert db.table("misses").count == 6
