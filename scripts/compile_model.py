@@ -42,20 +42,25 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--freezing", type=int, default=1,
                         help="Inductor freezing (CPU autotunes only frozen-weight GEMMs)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (ROCm GPUs are cuda)")
+    parser.add_argument("--backends", default=None,
+                        help="max_autotune_gemm_backends, e.g. ATEN,TRITON or ATEN,TRITON,FLYDSL")
     parser.add_argument("--out", default=None, help="save the output tensor here")
     args = parser.parse_args()
 
     import torch._inductor.config as inductor_config
 
     inductor_config.freezing = bool(args.freezing)
+    if args.backends:
+        inductor_config.max_autotune_gemm_backends = args.backends
     if args.plugin:
         import inductor_flydsl
 
         inductor_flydsl.enable(args.db, args.db_mode)
     dtype = getattr(torch, args.dtype)
-    model = build_model([int(d) for d in args.dims.split(",")], seed=0).to(dtype)
+    model = build_model([int(d) for d in args.dims.split(",")], seed=0).to(args.device, dtype)
     x = torch.randn(args.batch, model[0].in_features, generator=torch.Generator().manual_seed(1))
-    x = x.to(dtype)
+    x = x.to(args.device, dtype)
     mode = None if args.mode == "default" else args.mode
     start = time.perf_counter()
     with torch.no_grad():
@@ -63,7 +68,7 @@ def main() -> None:
         y = compiled(x)
     compile_s = time.perf_counter() - start
     if args.out:
-        torch.save(y, args.out)
+        torch.save(y.cpu(), args.out)
     from torch._dynamo.utils import counters
 
     report = {

@@ -10,8 +10,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: plain lines (paths, errors) are never broken; tables still fit the width.
+console = Console(highlight=False, soft_wrap=True,
+                  width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)  # progress and notes
 
 
 def print_json(value: Any) -> None:
@@ -37,5 +39,5 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
 
 
 def fail(message: str, code: int = 2) -> int:
-    err_console.print(f"inductor-flydsl: error: {message}")
+    sys.stderr.write(f"inductor-flydsl: error: {message}\n")
     return code
