@@ -12,6 +12,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
+# In-process tests never layer the shipped DBs in unless a test asks for them.
+os.environ["INDUCTOR_FLYDSL_SHIPPED"] = "0"
 COMPILE_MODEL = REPO / "scripts" / "compile_model.py"
 
 

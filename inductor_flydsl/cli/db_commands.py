@@ -11,6 +11,7 @@ from pathlib import Path
 from ..db import queries
 from ..db.merge import MergeError, merge_dbs
 from ..db.open import UnusableDB, open_db
+from ..db.pack import pack_db
 from ..db.verify import verify_path
 from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
@@ -49,6 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     p.add_argument("--into", type=Path, required=True, metavar="DST")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("pack", help="checkpoint, vacuum and switch a DB to the rollback "
+                       "journal so it can be shipped or shared as one file")
+    p.add_argument("path", type=Path)
     p = with_db(sub.add_parser("verify", help="schema and row checks; exit 1 on problems"))
     p.add_argument("paths", nargs="*", type=Path, help="DB files (default: --db)")
 
@@ -65,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
             return _merge(args)
         if command == "verify":
             return _verify(args)
+        if command == "pack":
+            problems = pack_db(args.path)
+            for line in problems:
+                console.print(f"  {line}")
+            console.print(f"{args.path}: packed, " + (f"{len(problems)} problem(s)"
+                                                     if problems else "verified ok"))
+            return 1 if problems else 0
         db, path = _open(args)
     except UnusableDB as exc:
         return fail(str(exc))

@@ -43,8 +43,10 @@ def warn_once(key: str, message: str) -> None:
 
 
 class LayeredTuningDB:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, shipped_paths: list[Path] | None = None) -> None:
+        """``shipped_paths``: the read-only DBs under the user's (default: the package's)."""
         self.settings = settings
+        self._shipped_paths = shipped_paths
         self._lock = threading.Lock()
         self._user: TuningDB | None = None
         self._user_failed = False
@@ -70,7 +72,9 @@ class LayeredTuningDB:
             if self._shipped is None:
                 self._shipped = []
                 if self.settings.use_shipped:
-                    for path in shipped_db_paths():
+                    paths = (shipped_db_paths() if self._shipped_paths is None
+                             else self._shipped_paths)
+                    for path in paths:
                         try:
                             self._shipped.append(TuningDB.open(path, writable=False,
                                                            immutable=True))
