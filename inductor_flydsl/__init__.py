@@ -49,16 +49,17 @@ def enable(db_path: str | os.PathLike[str] | None = None,
 
         from .db.layered import LayeredTuningDB
         from .inductor import hooks
-        from .inductor.choices import PluginChoices
+        from .inductor.choices import plugin_choices_factory
         from .plugin_choices import register_choice_providers
 
         state = hooks.PluginState(LayeredTuningDB(settings))
         register_choice_providers(state)
         _previous_choices_class = inductor_config.inductor_choices_class
+        factory = plugin_choices_factory(_previous_choices_class)
         # Both are needed: the config enters the FX-graph-cache key (via uuid()) and serves
         # new threads; the handler serves this thread, whose V.choices may already exist.
-        inductor_config.inductor_choices_class = PluginChoices
-        V.set_choices_handler(PluginChoices())
+        inductor_config.inductor_choices_class = factory
+        V.set_choices_handler(factory())
         hooks.install(state)
         _settings = settings
         return settings

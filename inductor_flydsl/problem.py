@@ -144,9 +144,6 @@ def contiguous_stride(size: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(stride))
 
 
-GEMM_OPS_2D = ("mm", "addmm")
-
-
 def synthetic_problem(op: str, m: int, n: int, k: int, *, dtype: str, layout: str = "nn",
                       batch: int = 1, alpha: float = 1.0, beta: float = 1.0) -> Problem:
     """The problem Inductor would see for ``op`` on freshly allocated operands.
@@ -174,5 +171,5 @@ def synthetic_problem(op: str, m: int, n: int, k: int, *, dtype: str, layout: st
     if op == "addmm":
         bias = TensorSpec(dtype, (m, n), (0, 1))
         return Problem(op=op, inputs=(bias, a, b), output=output,
-                       epilogue=(("alpha", alpha), ("beta", beta)))
+                       epilogue=(("alpha", float(alpha)), ("beta", float(beta))))
     return Problem(op=op, inputs=(a, b), output=output)

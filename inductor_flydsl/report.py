@@ -3,9 +3,14 @@
 Speedup of a problem's winner is measured against a baseline taken from the same
 problem's results (status ``ok``):
 
-- ``aten/triton``: the faster of ATen and Triton, when the problem has a Triton result
-  (GPU). A winner that is itself ATen or Triton then has speedup 1.0;
-- ``best non-winner``: on CPU (no Triton), the fastest candidate other than the winner.
+- ``aten/triton``: the faster of ATen and Triton, whenever the problem has an ATen or
+  Triton result (on CPU that is ATen's ``_mkl_linear``). A winner that is itself ATen or
+  Triton then has speedup 1.0;
+- ``best non-winner``: when neither was measured, the fastest candidate other than the
+  winner.
+
+Geomeans are given per (device, baseline) only: speedups over different baselines or on
+different devices are not averaged together.
 
 The ``baseline`` column says which was used. Coverage lists the problems recorded as
 misses that still have no winner for the same device and software: shapes a shipped DB
@@ -14,7 +19,6 @@ silently lacks at run time.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -51,7 +55,7 @@ def geomean(values: pd.Series) -> float:
 
 def _baseline(group: pd.DataFrame, winner_candidate: str) -> tuple[str, pd.Series | None]:
     ok = group[(group["status"] == "ok") & group["time_ms"].notna()]
-    if (ok["backend"] == "triton").any():
+    if ok["backend"].isin(["aten", "triton"]).any():
         pool, kind = ok[ok["backend"].isin(["aten", "triton"])], BASELINE_ATEN_TRITON
     else:
         pool, kind = ok[ok["candidate_id"] != winner_candidate], BASELINE_NON_WINNER
@@ -114,9 +118,13 @@ class Report:
                 "missed_untuned": len(self.missed_untuned)}
 
     def summary(self) -> dict[str, Any]:
-        overall = geomean(self.problems["speedup"]) if not self.problems.empty else math.nan
+        groups = [{"device": r.device, "baseline": r.baseline, "problems": int(r.problems),
+                   "geomean_speedup": None if math.isnan(r.geomean_speedup)
+                   else float(r.geomean_speedup)} for r in self.geomeans.itertuples()]
+        # one headline figure only when every problem shares a device and a baseline
+        overall = groups[0]["geomean_speedup"] if len(groups) == 1 else None
         return {"db": self.db_path, "problems": len(self.problems),
-                "geomean_speedup": None if math.isnan(overall) else overall,
+                "geomean_speedup": overall, "geomeans": groups,
                 "wins": {f"{r.device}|{r.backend}": int(r.wins)
                          for r in self.wins.itertuples()},
                 "failed_candidates": len(self.failed_candidates),
@@ -205,12 +213,13 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     out = [f"# Tuning report: `{report.db_path}`", "",
            f"- problems with a winner: **{s['problems']}**",
            f"- geomean speedup of the winner over its baseline: "
-           f"**{'-' if geo is None else f'{geo:.3f}x'}**",
+           f"**{'see per device and baseline below' if geo is None else f'{geo:.3f}x'}**",
            f"- candidates that failed (status != ok): {s['failed_candidates']}",
            f"- missed problems without a winner: **{s['missed_untuned']}** of "
            f"{s['missed_problems']} missed", "",
-           "Baseline: `aten/triton` = the faster of ATen and Triton (GPU); "
-           "`best non-winner` = the fastest other candidate (CPU, no Triton).", ""]
+           "Baseline: `aten/triton` = the faster of ATen and Triton (whichever were "
+           "measured); `best non-winner` = the fastest other candidate, when neither was.",
+           ""]
     out += ["## Winners per problem", ""]
     if report.problems.empty:
         out += ["No winners recorded.", ""]
@@ -297,7 +306,3 @@ def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
 
 def write_csv(report: Report, path: str | os.PathLike[str]) -> None:
     report.problems.to_csv(path, index=False)
-
-
-def summary_json(report: Report) -> str:
-    return json.dumps(report.summary(), indent=2, sort_keys=True, default=str)

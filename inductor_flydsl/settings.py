@@ -7,6 +7,8 @@ Environment variables (read by :func:`settings_from_env`):
 - ``INDUCTOR_FLYDSL_DB=path`` overrides the default per-user DB path.
 - ``INDUCTOR_FLYDSL_MODE=readwrite|readonly|off`` overrides the default mode.
 - ``INDUCTOR_FLYDSL_SHIPPED=0`` stops layering the DBs shipped in the package.
+- ``INDUCTOR_FLYDSL_BUCKETS=0`` stops serving unseen M from its dynamic-M bucket (the sweep
+  sets it: it must measure every problem it is given).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ ENV_ENABLE = "INDUCTOR_FLYDSL"
 ENV_DB = "INDUCTOR_FLYDSL_DB"
 ENV_MODE = "INDUCTOR_FLYDSL_MODE"
 ENV_SHIPPED = "INDUCTOR_FLYDSL_SHIPPED"
+ENV_BUCKETS = "INDUCTOR_FLYDSL_BUCKETS"
 
 
 class Mode(enum.StrEnum):
@@ -54,6 +57,7 @@ class Settings:
     db_path: Path
     mode: Mode
     use_shipped: bool
+    use_buckets: bool = True
 
 
 def settings_from_env(db_path: str | os.PathLike[str] | None = None,
@@ -63,8 +67,13 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     path = Path(db_path) if db_path is not None else Path(env_db) if env_db else default_db_path()
     env_mode = os.environ.get(ENV_MODE)
     chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
-    shipped = os.environ.get(ENV_SHIPPED, "1").strip() not in {"0", "false", "no", "off"}
-    return Settings(db_path=path.expanduser(), mode=chosen, use_shipped=shipped)
+    return Settings(db_path=path.expanduser(), mode=chosen,
+                    use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
+                    use_buckets=not _falsy(os.environ.get(ENV_BUCKETS)))
+
+
+def _falsy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"0", "false", "no", "off"}
 
 
 def enabled_by_env() -> bool:

@@ -33,10 +33,13 @@ def _dist_version(*names: str) -> str:
 
 
 def templates_dir() -> Path | None:
+    """The installed ``inductor_flydsl_templates`` package, else a source checkout's
+    ``templates/`` next to the package."""
     spec = importlib.util.find_spec(TEMPLATES_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    return checkout if (checkout / "gemm_dense.py").is_file() else None
 
 
 @functools.cache

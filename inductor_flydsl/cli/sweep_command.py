@@ -75,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: GPU 0, else cpu)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--pack", action="store_true",
+                   help="at the end, pack the DB into one verified file to share or ship "
+                        "(see `inductor-flydsl db pack`)")
     p.add_argument("--list", action="store_true",
                    help="print the items that would run and exit")
 
@@ -213,6 +216,14 @@ def run(args: argparse.Namespace) -> int:
         print_summary(summary)
     if summary.stopped in ("SIGINT", "SIGTERM"):
         return 130 if summary.stopped == "SIGINT" else 143
+    if args.pack:
+        from ..db.pack import pack_db
+
+        problems = pack_db(db_path)
+        if problems:
+            return fail(f"{db_path}: packed, but db verify found: {problems[0]}", code=1)
+        if not args.json:
+            console.print(f"{db_path}: packed into one self-contained file, verified ok")
     return 1 if summary.count(FAILED) else 0
 
 

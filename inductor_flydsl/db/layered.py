@@ -23,6 +23,10 @@ from .shipped import shipped_db_paths
 from .store import CandidateResult, TuningDB, Winner, is_disk_full
 
 log = logging.getLogger("inductor_flydsl")
+# A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
+# it; after this the write is dropped with one warning and the compile goes on.
+COMPILE_BUSY_TIMEOUT_MS = 5_000
+COMPILE_LOCK_RETRIES = 2
 
 
 class TuningDBWarning(UserWarning):
@@ -39,7 +43,10 @@ def warn_once(key: str, message: str) -> None:
             return
         _warned.add(key)
     log.warning(message)
-    warnings.warn(message, TuningDBWarning, stacklevel=3)
+    try:
+        warnings.warn(message, TuningDBWarning, stacklevel=3)
+    except Exception:  # warnings turned into errors (-W error): the log line must do
+        pass
 
 
 class LayeredTuningDB:
@@ -59,7 +66,9 @@ class LayeredTuningDB:
             if self._user is None and not self._user_failed:
                 writable = self.settings.mode is Mode.READWRITE
                 try:
-                    self._user = TuningDB.open(self.settings.db_path, writable=writable)
+                    self._user = TuningDB.open(self.settings.db_path, writable=writable,
+                                               busy_timeout_ms=COMPILE_BUSY_TIMEOUT_MS,
+                                               lock_retries=COMPILE_LOCK_RETRIES)
                 except (UnusableDB, sqlite3.Error, OSError) as exc:
                     self._user_failed = True
                     warn_once(f"user:{self.settings.db_path}",
@@ -105,10 +114,6 @@ class LayeredTuningDB:
         return None
 
     # ---- writes ---------------------------------------------------------------------
-    @property
-    def can_write(self) -> bool:
-        return not self._write_disabled
-
     def _writable_db(self) -> TuningDB | None:
         if self._write_disabled:
             return None
@@ -144,7 +149,3 @@ class LayeredTuningDB:
             db.record_miss(device, software, problem)
         except sqlite3.Error as exc:
             self._write_failed(db, exc)
-
-    @property
-    def user_path(self) -> Path:
-        return self.settings.db_path

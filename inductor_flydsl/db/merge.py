@@ -18,7 +18,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from .open import open_db, write_transaction
+from .open import open_db
 from .store import TuningDB
 from .verify import verify_db
 
@@ -66,23 +66,23 @@ def _merge_one(src: sqlite_utils.Database, dst: sqlite_utils.Database, src_path:
         current = list(dst.query("select time_ms from winners where device_id = ? and"
                                  " software_id = ? and problem_id = ?",
                                  [w["device_id"], w["software_id"], w["problem_id"]]))
-        if not current:
-            dst.table("winners").insert(w, pk=key)
-            report.winners_added += 1
-        elif (w["time_ms"] is not None and current[0]["time_ms"] is not None
-              and w["time_ms"] < current[0]["time_ms"]):
-            dst.table("winners").upsert(w, pk=key)
-            # the winner's own result row comes along, so verify stays consistent
-            src_result = list(src.query(
-                "select * from results where device_id = ? and software_id = ? and"
-                " problem_id = ? and candidate_id = ?",
-                [w["device_id"], w["software_id"], w["problem_id"], w["candidate_id"]]))
-            for r in src_result:
-                r["run_id"] = runs.get(r["run_id"], None)
-                dst.table("results").upsert(r, pk=(*key, "candidate_id"))
+        if current and not (w["time_ms"] is not None and current[0]["time_ms"] is not None
+                            and w["time_ms"] < current[0]["time_ms"]):
+            report.winners_kept += 1
+            continue
+        dst.table("winners").upsert(w, pk=key)
+        # the winner's own result row comes along (replacing DST's row for that candidate,
+        # e.g. a failed one), so every winner keeps an ok result
+        for r in src.query("select * from results where device_id = ? and software_id = ?"
+                           " and problem_id = ? and candidate_id = ?",
+                           [w["device_id"], w["software_id"], w["problem_id"],
+                            w["candidate_id"]]):
+            r["run_id"] = runs.get(r["run_id"], None)
+            dst.table("results").upsert(r, pk=(*key, "candidate_id"))
+        if current:
             report.winners_replaced += 1
         else:
-            report.winners_kept += 1
+            report.winners_added += 1
     for m in src.query("select * from misses"):
         dst.execute(
             "insert into misses (device_id, software_id, problem_id, count, first_seen,"
@@ -127,7 +127,7 @@ def merge_dbs(sources: list[Path], into: Path) -> MergeReport:
         report = MergeReport(sources=[str(p) for p, _ in opened])
         try:
             for path, src in opened:
-                with write_transaction(dst.db):
+                with dst.transaction():
                     dst.run_id()
                     _merge_one(src, dst.db, path, report)
         finally:

@@ -58,9 +58,10 @@ def check_file(path: Path) -> None:
                          f"of {page_size})")
 
 
-def _connect(path: Path, *, writable: bool, immutable: bool = False) -> sqlite3.Connection:
+def _connect(path: Path, *, writable: bool, immutable: bool = False,
+             busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     if writable:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
+        conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000,
                                check_same_thread=False)
     else:
         uri = path.resolve().as_uri() + "?mode=ro"
@@ -68,9 +69,9 @@ def _connect(path: Path, *, writable: bool, immutable: bool = False) -> sqlite3.
             # A WAL database in a read-only place cannot create its -shm file; immutable
             # mode reads it without one (safe: nobody can write there either).
             uri += "&immutable=1"
-        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000,
                                check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     return conn
 
 
@@ -129,8 +130,8 @@ def _create_new(path: Path) -> None:
                 leftover.unlink()
 
 
-def open_db(path: str | os.PathLike[str], *, writable: bool,
-            immutable: bool = False) -> sqlite_utils.Database:
+def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = False,
+            busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite_utils.Database:
     """Open (and, if writable and missing, create) a tuning DB; raise UnusableDB if bad.
 
     ``immutable`` (read-only opens of files nobody writes, like the shipped DBs) reads
@@ -151,12 +152,15 @@ def open_db(path: str | os.PathLike[str], *, writable: bool,
     side_files = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
     preexisting = {p for p in side_files if p.exists()}
     try:
-        conn = _connect(path, writable=writable, immutable=immutable and not writable)
+        conn = _connect(path, writable=writable, immutable=immutable and not writable,
+                        busy_timeout_ms=busy_timeout_ms)
     except sqlite3.DatabaseError as exc:
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     try:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         check_schema(db, path)
+        if writable and str(db.journal_mode).lower() != "wal":
+            db.enable_wal()  # e.g. after `db pack` switched it to the rollback journal
     except (sqlite3.DatabaseError, UnusableDB) as exc:
         conn.close()
         # SQLite may have created empty -wal/-shm files next to a file we refuse: remove
@@ -178,21 +182,22 @@ def is_locked_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+def write_transaction(db: sqlite_utils.Database,
+                      retries: int = LOCK_RETRIES) -> Iterator[sqlite_utils.Database]:
     """``BEGIN IMMEDIATE`` so a writer waits for the lock up front instead of failing to
-    upgrade a read lock later; retried with backoff while the DB stays locked."""
-    for attempt in range(LOCK_RETRIES + 1):
+    upgrade a read lock later; retried with backoff while the DB stays locked. A failed
+    body or COMMIT rolls back, so the connection never stays inside a transaction."""
+    for attempt in range(retries + 1):
         try:
             db.conn.execute("BEGIN IMMEDIATE")
             break
         except sqlite3.OperationalError as exc:
-            if not is_locked_error(exc) or attempt == LOCK_RETRIES:
+            if not is_locked_error(exc) or attempt == retries:
                 raise
             time.sleep(min(0.05 * 2 ** attempt, 2.0))
     try:
         yield db
+        db.conn.execute("COMMIT")
     except BaseException:
         db.rollback()
         raise
-    else:
-        db.conn.execute("COMMIT")

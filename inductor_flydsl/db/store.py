@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -10,6 +11,7 @@ import socket
 import sqlite3
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from ..device import DeviceInfo
 from ..keys import canonical_json
 from ..problem import Problem
 from ..software import SoftwareInfo
-from .open import open_db, write_transaction
+from .open import BUSY_TIMEOUT_MS, LOCK_RETRIES, open_db, write_transaction
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"  # benchmark raised or returned inf
@@ -67,19 +69,34 @@ class TuningDB:
     """One DB file. Thread-safe: a lock serializes use of the connection."""
 
     def __init__(self, db: sqlite_utils.Database, path: Path, *, writable: bool,
-                 tool: str = "torch.compile") -> None:
+                 tool: str = "torch.compile", lock_retries: int = LOCK_RETRIES) -> None:
         self.db = db
         self.path = path
         self.writable = writable
         self.tool = tool
+        self.lock_retries = lock_retries
         self._lock = threading.RLock()
         self._run_id: int | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, writable: bool, tool: str = "torch.compile",
-             immutable: bool = False) -> TuningDB:
-        return cls(open_db(path, writable=writable, immutable=immutable), Path(path),
-                   writable=writable, tool=tool)
+             immutable: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+             lock_retries: int = LOCK_RETRIES) -> TuningDB:
+        db = open_db(path, writable=writable, immutable=immutable,
+                     busy_timeout_ms=busy_timeout_ms)
+        return cls(db, Path(path), writable=writable, tool=tool, lock_retries=lock_retries)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """One write transaction; a run row created inside it is forgotten on rollback."""
+        had_run = self._run_id is not None
+        try:
+            with self._lock, write_transaction(self.db, retries=self.lock_retries) as db:
+                yield db
+        except BaseException:
+            if not had_run:
+                self._run_id = None
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -123,10 +140,14 @@ class TuningDB:
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                          results: list[CandidateResult]) -> CandidateResult | None:
-        """Store every candidate's result and the winner (fastest usable) in one commit."""
-        winner = pick_winner(results)
+        """Store every candidate's result, then the winner, in one commit.
+
+        The winner is the fastest ``ok`` result recorded for the problem on this device and
+        software, these results and earlier ones alike: a partial autotune (a backend
+        turned off) never replaces a faster winner measured before.
+        """
         now = utc_now()
-        with self._lock, write_transaction(self.db):
+        with self.transaction():
             run_id = self.run_id()
             self._upsert_keys(device, software, problem)
             keys = {"device_id": device.id, "software_id": software.id, "problem_id": problem.id}
@@ -137,17 +158,20 @@ class TuningDB:
                   "error": r.error[:4000], "run_id": run_id, "recorded_at": now}
                  for r in results],
                 pk=("device_id", "software_id", "problem_id", "candidate_id"))
-            if winner is not None:
+            best = list(self.db.query(
+                "select candidate_id, backend, name, time_ms, run_id from results where"
+                " device_id = ? and software_id = ? and problem_id = ? and status = 'ok'"
+                " and time_ms is not null order by time_ms, candidate_id limit 1",
+                [device.id, software.id, problem.id]))
+            if best:
                 self.db.table("winners").upsert(
-                    {**keys, "candidate_id": winner.candidate_id, "backend": winner.backend,
-                     "name": winner.name, "time_ms": winner.time_ms, "run_id": run_id,
-                     "recorded_at": now},
+                    {**keys, **best[0], "recorded_at": now},
                     pk=("device_id", "software_id", "problem_id"))
-        return winner
+        return pick_winner(results)
 
     def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
         now = utc_now()
-        with self._lock, write_transaction(self.db):
+        with self.transaction():
             self._upsert_keys(device, software, problem)
             self.db.execute(
                 "insert into misses (device_id, software_id, problem_id, count, first_seen,"

@@ -55,7 +55,8 @@ def verify_db(db: sqlite_utils.Database) -> list[str]:
             problem = Problem.from_spec(json.loads(row["spec"]))
             if problem.id != row["id"]:
                 issues.append(f"problems: id {row['id']} does not match its spec")
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError,
+                RecursionError) as exc:
             issues.append(f"problems: bad spec for {row['id']}: {exc}")
 
     for row in _rows(db, "select * from results"):

@@ -399,14 +399,13 @@ class CatalogWriter:
             self.flush()
 
     def flush(self) -> None:
-        from ..db.open import write_transaction
         from ..db.store import utc_now
 
         self.last_flush = time.monotonic()
         if not self.buffer:
             return
         now = utc_now()
-        with write_transaction(self.tdb.db):
+        with self.tdb.transaction():
             self.run_id = self.tdb.run_id()
             rows = [db_row(i, run_id=self.run_id, recorded_at=now, flydsl=self.flydsl)
                     for i in self.buffer]

@@ -31,7 +31,7 @@ from .toolchain import rocm_path_for_compile
 
 ISA_FILE_NAME = "22_final_isa.s"
 _ENV_LOCK = threading.Lock()
-_TEMPLATE_PACKAGES = ("inductor_flydsl_templates", "templates")
+_TEMPLATE_PACKAGES = ("inductor_flydsl_templates",)  # how templates/ is installed
 
 
 _STAT_FIELDS = (
@@ -85,16 +85,11 @@ class CompileResult:
 
 
 def _template_file(name: str) -> Path:
-    here = Path(__file__).resolve()
-    for package in _TEMPLATE_PACKAGES:
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.submodule_search_locations:
-            for location in spec.submodule_search_locations:
-                candidate = Path(location) / f"{name}.py"
-                if candidate.is_file():
-                    return candidate
-    candidate = here.parents[2] / "templates" / f"{name}.py"  # source checkout
-    if candidate.is_file():
+    from ..software import templates_dir
+
+    root = templates_dir()
+    candidate = root / f"{name}.py" if root is not None else None
+    if candidate is not None and candidate.is_file():
         return candidate
     raise ValueError(f"unknown template {name!r}")
 

@@ -47,6 +47,8 @@ def runtime_reasons(device: Any = None) -> list[str]:
     reasons = []
     if torch.version.hip is None:
         reasons.append("torch is not a ROCm build (FlyDSL kernels run only on AMD GPUs)")
+    elif hip_major(torch.version.hip) < 7:
+        reasons.append(f"torch is built for ROCm {torch.version.hip}; FlyDSL needs ROCm 7")
     elif not torch.cuda.is_available():
         reasons.append("no ROCm GPU is visible")
     else:
@@ -62,9 +64,16 @@ def runtime_reasons(device: Any = None) -> list[str]:
                                f"{', '.join(SUPPORTED_ARCHS)})")
     if importlib.util.find_spec("flydsl") is None:
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
-    if torch.version.hip is not None and not hip_runtime_loadable():
+    if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
         reasons.append(f"the ROCm 7 HIP runtime ({HIP_RUNTIME_LIBRARY}) cannot be loaded")
     return reasons
+
+
+def hip_major(version: str) -> int:
+    try:
+        return int(str(version).split(".", 1)[0])
+    except ValueError:
+        return 0
 
 
 def _layout_letter(t: TensorSpec) -> str | None:

@@ -36,6 +36,9 @@ def inductor_config_reasons() -> list[str]:
         reasons.append("C++ wrapper / AOTInductor codegen is not supported")
     if config.autotune_in_subproc:
         reasons.append("autotune_in_subproc is on (candidates are validated in-process)")
+    if getattr(config, "pipeline_max_autotune_gemm", False):
+        reasons.append("pipelined GEMM autotuning benchmarks in a subprocess, where "
+                       "candidates cannot be validated")
     return reasons
 
 
@@ -73,6 +76,8 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     problem = problem_from_ir(name, input_nodes, layout, choices)
     if not reasons:
         reasons = problem_reasons(problem, offsets=_offsets(input_nodes))
+    if name == "addmm" and not problem.epilogue:
+        reasons.append("no ATen choice to take alpha/beta from (ATen backend off)")
     if reasons:
         log.debug("inductor_flydsl: no FlyDSL choices for %s: %s", problem.summary(),
                   "; ".join(reasons))

@@ -3,10 +3,16 @@ FX-graph-cache key through ``uuid()``, so code compiled with the plugin is never
 a process without it, and the reverse.
 
 ``uuid()`` names the plugin version and the template sources; it never hashes the tuning
-DB, which compiles write to (the key would change on every compile).
+DB, which compiles write to (the key would change on every compile). A user's own
+``inductor_choices_class`` is kept: the plugin's class is layered over it, and both uuids
+enter the key.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from torch._inductor.choices import InductorChoices
 
@@ -16,4 +22,27 @@ from ..version import __version__
 
 class PluginChoices(InductorChoices):
     def uuid(self) -> str:
-        return f"inductor_flydsl-{__version__}-{template_version()}"
+        ours = f"inductor_flydsl-{__version__}-{template_version()}"
+        parent_uuid = getattr(super(), "uuid", None)
+        return f"{ours}+{parent_uuid()}" if callable(parent_uuid) else ours
+
+
+@functools.cache
+def _layered_over(cls: type) -> type:
+    return type(f"PluginChoicesOver{cls.__name__}", (PluginChoices, cls), {})
+
+
+def plugin_choices_factory(previous: Callable[[], Any] | None) -> Callable[[], Any]:
+    """The ``inductor_choices_class`` to install over ``previous`` (the user's, or None)."""
+    if previous is None or previous is PluginChoices:
+        return PluginChoices
+    if isinstance(previous, type) and issubclass(previous, InductorChoices):
+        return previous if issubclass(previous, PluginChoices) else _layered_over(previous)
+
+    def factory() -> Any:  # a user factory function: layer over what it builds
+        instance = previous()
+        if isinstance(instance, InductorChoices) and not isinstance(instance, PluginChoices):
+            instance.__class__ = _layered_over(type(instance))
+        return instance
+
+    return factory

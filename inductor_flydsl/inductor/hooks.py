@@ -76,10 +76,6 @@ class PluginState:
 _state: PluginState | None = None
 
 
-def active_state() -> PluginState | None:
-    return _state
-
-
 def _report_error(where: str, exc: BaseException) -> None:
     if _state is not None:
         _state.stats.bump("errors")
@@ -147,7 +143,7 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
     log.debug("inductor_flydsl: miss %s", problem.summary())
     bucket = bucket_problem(problem)
     db.record_miss(device, software, bucket[0] if bucket and problem.dynamic else problem)
-    if bucket is None:
+    if bucket is None or not db.settings.use_buckets:
         return choices
     bucket_problem_, m = bucket
     bucket_winner = db.lookup(device, software, bucket_problem_)
@@ -155,9 +151,19 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
         return choices
     family = family_id(bucket_winner.backend, bucket_winner.name, bucket_winner.config)
     for choice in choices:
-        if family_id(backend_of(choice), str(choice.name), config_of(choice)) == family:
-            return _use(state, problem, choice, candidate_id(choice), bucket_winner.backend,
-                        f"db-bucket:M={m}:{bucket_winner.source}", "bucket_hits")
+        if family_id(backend_of(choice), str(choice.name), config_of(choice)) != family:
+            continue
+        source = f"db-bucket:M={m}:{bucket_winner.source}"
+        if bucket_winner.backend == "flydsl":
+            # A FlyDSL kernel is never used at a size it was not validated at: it races
+            # ATen (validation runs in its benchmark) instead of being handed over alone.
+            aten = [c for c in choices if backend_of(c) == "aten"]
+            state.stats.bump("bucket_hits")
+            log.debug("inductor_flydsl: bucket M=%d FlyDSL winner %s re-validated against "
+                      "ATen for %s", m, choice.name, problem.summary())
+            return [choice, *aten] if aten else choices
+        return _use(state, problem, choice, candidate_id(choice), bucket_winner.backend,
+                    source, "bucket_hits")
     return choices
 
 
@@ -193,6 +199,11 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
     try:
         layout = next(iter(timings)).layout
         problem = problem_from_ir(name, input_nodes, layout, choices)
+        if problem.dynamic:
+            # timings of kernels compiled for symbolic M, taken at one hint: not a
+            # measurement of the static problem; the bucket was recorded as a miss instead
+            log.debug("inductor_flydsl: not recording dynamic-shape %s", problem.summary())
+            return
         device = _device_of(layout)
         results = [_result_of(choice, t) for choice, t in timings.items()]
         state.stats.bump("benchmarked")

@@ -47,7 +47,8 @@ def epilogue_of(choices: Sequence[Any]) -> tuple[tuple[str, float | int | bool],
             continue
         kwargs = getattr(choice, "kwargs", None)
         if isinstance(kwargs, dict) and any(k in kwargs for k in EPILOGUE_KWARGS):
-            return tuple(sorted((k, kwargs[k]) for k in EPILOGUE_KWARGS
+            # floats always: Inductor passes alpha=1 (int) where users write 1.0
+            return tuple(sorted((k, float(kwargs[k])) for k in EPILOGUE_KWARGS
                                 if isinstance(kwargs.get(k), int | float | bool)))
     return ()
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..db.open import write_transaction
 from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
 from .items import ItemError, SweepItem, shard
@@ -345,7 +344,7 @@ class SweepRunner:
         except Exception as exc:  # UnusableDB, sqlite3.Error, OSError
             raise SweepError(str(exc)) from exc
         self.run_id = self.db.run_id()
-        with write_transaction(self.db.db):
+        with self.db.transaction():
             self.db.db.table("devices").upsert(identity.device, pk="id")
             self.db.db.table("software").upsert(identity.software, pk="id")
 
@@ -360,7 +359,7 @@ class SweepRunner:
                "seconds": round(outcome.seconds, 3),
                "problem_ids": json.dumps(outcome.problem_ids), "run_id": self.run_id,
                "updated_at": utc_now()}
-        with write_transaction(self.db.db):
+        with self.db.transaction():
             if outcome.status == INTERRUPTED:
                 current = list(self.db.db.query(
                     "select status from sweep_status where device_id = ? and software_id = ?"

@@ -16,7 +16,8 @@ On CPU, Inductor autotunes only GEMMs with a constant weight: ``op=linear`` runs
 
 Each worker uses a fresh Inductor cache dir (``--cache-dir``, else a temporary one that is
 removed at exit), so neither the FX-graph cache nor Inductor's autotune cache answers for
-it, and shipped tuning DBs are not layered (``INDUCTOR_FLYDSL_SHIPPED=0``): a sweep
+it, shipped tuning DBs are not layered (``INDUCTOR_FLYDSL_SHIPPED=0``) and dynamic-M
+buckets are off (``INDUCTOR_FLYDSL_BUCKETS=0``): a sweep
 measures. The last stdout line is ``SWEEP_RESULT {json}``.
 
 Test-only hooks (used by tests/sweep; never set them otherwise): when
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None:
         _die_with_parent(args.parent_pid)
     os.environ["INDUCTOR_FLYDSL_SHIPPED"] = "0"
+    os.environ["INDUCTOR_FLYDSL_BUCKETS"] = "0"  # measure this M, never reuse its bucket's
     os.environ.pop("INDUCTOR_FLYDSL", None)  # enabled explicitly below, on --db only
     if args.backends:
         os.environ["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = args.backends

@@ -166,3 +166,15 @@ def test_disk_full_keeps_rows_and_compiles(tmp_path: Path, plugin_off: None) -> 
         conn.close()
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_warnings_as_errors_never_fail_the_compile(tmp_path: Path, plugin_off: None) -> None:
+    """Under ``-W error`` the plugin's own warning must not escape its hooks."""
+    path = tmp_path / "junk.db"
+    _not_sqlite(path)
+    inductor_flydsl.enable(path, "readwrite")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TuningDBWarning)
+        y, expected = _compile_frozen_linear()
+    torch.testing.assert_close(y, expected)
+    assert inductor_flydsl.stats()["errors"] == 0

@@ -54,3 +54,38 @@ def test_user_db_wins_and_shipped_fills_gaps(tmp_path: Path) -> None:
     assert off.lookup(DEVICE, software, synthetic_problem(
         "mm", 16, 4096, 4096, dtype="bfloat16", layout="nt")) is None
     off.close()
+
+
+def test_pack_then_write_returns_to_wal(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    _db_with(path, 8, "a")
+    assert pack_db(path) == []
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("pragma journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    _db_with(path, 16, "b")  # a writer switches it back to WAL
+    conn = sqlite3.connect(path)
+    assert conn.execute("pragma journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("select count(*) from winners").fetchone()[0] == 2
+    conn.close()
+
+
+def test_partial_autotune_keeps_the_faster_winner(tmp_path: Path) -> None:
+    """A later autotune over fewer candidates (a backend turned off) does not replace a
+    faster winner recorded before for the same device, software and problem."""
+    db = TuningDB.open(tmp_path / "t.db", writable=True)
+    problem = synthetic_problem("mm", 64, 4096, 4096, dtype="bfloat16", layout="nt")
+    software = current_software()
+    db.record_selection(DEVICE, software, problem,
+                        [CandidateResult("fast", "flydsl", "fast", {}, 1.0),
+                         CandidateResult("aten", "aten", "aten", {}, 2.0)])
+    db.record_selection(DEVICE, software, problem,
+                        [CandidateResult("aten", "aten", "aten", {}, 1.9)])
+    winner = db.lookup_winner(DEVICE.id, software.id, problem.id)
+    assert winner is not None and winner.candidate_id == "fast"
+    db.record_selection(DEVICE, software, problem,
+                        [CandidateResult("aten", "aten", "aten", {}, 0.5)])
+    assert db.lookup_winner(DEVICE.id, software.id, problem.id).candidate_id == "aten"
+    db.close()

@@ -135,3 +135,9 @@ def test_eligible_control_gets_flydsl_choices(offered: Path) -> None:
 
     _compile(fn, x, b)
     assert _flydsl_rows(offered)
+
+
+def test_hip_version_parsing() -> None:
+    from inductor_flydsl.flydsl_backend.eligibility import hip_major
+
+    assert hip_major("7.0.51831") == 7 and hip_major("6.4.1") == 6 and hip_major("x") == 0

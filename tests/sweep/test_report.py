@@ -31,7 +31,7 @@ def _expected(db: Path) -> dict[str, dict]:
                 "select backend, candidate_id, time_ms from results where device_id = ? and"
                 " software_id = ? and problem_id = ? and status = 'ok' and time_ms is not null",
                 (w["device_id"], w["software_id"], w["problem_id"])).fetchall()
-            if any(r["backend"] == "triton" for r in ok):
+            if any(r["backend"] in ("aten", "triton") for r in ok):
                 pool = [r for r in ok if r["backend"] in ("aten", "triton")]
                 kind = "aten/triton"
             else:
@@ -61,7 +61,7 @@ def test_report_matches_the_db(smoke_sweep: dict, tmp_path: Path) -> None:
         assert row["winner_ms"] == pytest.approx(e["winner_ms"], rel=1e-12)
         assert row["baseline_ms"] == pytest.approx(e["baseline_ms"], rel=1e-12)
         assert row["speedup"] == pytest.approx(e["speedup"], rel=1e-12)
-        assert row["baseline"] == e["baseline"] == "best non-winner"  # CPU: no Triton
+        assert row["baseline"] == e["baseline"] == "aten/triton"  # CPU: ATen's _mkl_linear
         assert row["winner_backend"] == e["backend"]
     geo = math.exp(sum(math.log(e["speedup"]) for e in expected.values()) / len(expected))
     assert summary["geomean_speedup"] == pytest.approx(geo, rel=1e-9)
