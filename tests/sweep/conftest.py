@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import isolated_env
+
 
 def sweep_env(root: Path, **extra: str) -> dict[str, str]:
     """A child environment with its own caches, no shipped DB and no plugin auto-enable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
-    env.update({"XDG_CACHE_HOME": str(root / "xdg_cache"),
-                "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor_cache"),
-                "INDUCTOR_FLYDSL_SHIPPED": "0"})
-    env.update(extra)
-    return env
+    return isolated_env(root, **extra)
 
 
 def cli(*args: str) -> list[str]:
