@@ -51,6 +51,8 @@ class FlydslKernelChoice(ExternKernelChoice):
     def __init__(self, op: str) -> None:
         super().__init__(_python_kernel(op), name=f"inductor_flydsl_{op}", has_out_variant=True)
         self.op = op
+        # normally set by bind(); callers are built directly here, and output_node() reads it
+        self.ordered_kwargs_for_cpp_kernel = ()
 
     def call_name(self) -> str:
         return op_call_name(self.op)

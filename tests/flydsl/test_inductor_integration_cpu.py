@@ -141,3 +141,48 @@ def test_hip_version_parsing() -> None:
     from inductor_flydsl.flydsl_backend.eligibility import hip_major
 
     assert hip_major("7.0.51831") == 7 and hip_major("6.4.1") == 6 and hip_major("x") == 0
+
+
+def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
+    """When the DB names a FlyDSL candidate as the winner, Inductor's generated code calls
+    torch.ops.inductor_flydsl.mm_out.default with out=; on this CPU the op then refuses to
+    launch with a clear error (it never launches without a verified ROCm runtime)."""
+    from inductor_flydsl.flydsl_backend.ops import FlydslRuntimeUnavailable
+
+    x = torch.randn(64, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 256, dtype=torch.bfloat16)
+
+    def fn(x, b):
+        return torch.mm(x.relu(), b.relu())
+
+    _compile(fn, x, b)
+    rows = _flydsl_rows(offered)  # disables the plugin and closes the DB
+    assert rows
+    db = sqlite_utils.Database(offered)
+    chosen = rows[0]
+    db.execute("update results set status = 'ok', time_ms = 0.001, error = ''"
+               " where candidate_id = ?", [chosen["candidate_id"]])
+    db.execute("update winners set candidate_id = ?, backend = 'flydsl', name = ?",
+               [chosen["candidate_id"], chosen["name"]])
+    db.conn.commit()
+    db.close()
+    inductor_flydsl.enable(offered, "readonly")
+    cache = offered.parent / "inductor_cache"
+    cache.mkdir()
+    with fresh_cache(dir=str(cache), delete=False), \
+            pytest.raises(FlydslRuntimeUnavailable, match="not launched"):
+        torch._dynamo.reset()
+        torch.compile(fn, mode="max-autotune")(x, b)
+    assert inductor_flydsl.stats()["hits"] >= 1
+    wrappers = []
+    for path in cache.rglob("*.py"):
+        try:
+            text = path.read_text()
+        except OSError:  # a temporary file of Inductor's, gone already
+            continue
+        if "torch.ops.inductor_flydsl" in text:
+            wrappers.append(text)
+    assert wrappers, "the generated wrapper calls the plugin's op"
+    call = next(line.strip() for line in wrappers[0].splitlines()
+                if "torch.ops.inductor_flydsl.mm_out.default(" in line)
+    assert "out=" in call and "config=" in call and chosen["config"] != ""
