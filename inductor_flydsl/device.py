@@ -31,6 +31,7 @@ class DeviceInfo:
         return {"id": self.id, **asdict(self)}
 
 
+@functools.cache
 def _cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -53,8 +53,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a source checkout without installing
     sys.path.insert(0, str(ROOT))
 
-HIP_LIBRARY = "libamdhip64.so.7"
-SUPPORTED_ARCHS = ("gfx950", "gfx942")  # = templates/gemm_dense.py ARCHS
 EXIT_OK, EXIT_NUMERICS, EXIT_ENV = 0, 1, 2
 
 
@@ -74,21 +72,29 @@ def preflight(device_index: int = 0) -> Preflight:
         import torch
     except ImportError as exc:
         return Preflight(False, f"no ROCm: torch is not importable ({exc})")
+    # the plugin's own constants (importing them loads no FlyDSL and launches nothing)
+    from inductor_flydsl.flydsl_backend.eligibility import (
+        HIP_RUNTIME_LIBRARY,
+        SUPPORTED_ARCHS,
+        hip_major,
+    )
+
     hip = getattr(torch.version, "hip", None)
     if not hip:
         cuda = f", a CUDA {torch.version.cuda} build" if torch.version.cuda else ""
         return Preflight(False, f"no ROCm: this torch ({torch.__version__}{cuda}) is not a ROCm "
                          "build (torch.version.hip is None). Run this on an MI300/MI350 host "
                          "with a ROCm 7 build of torch.", torch=torch.__version__)
-    if int(str(hip).split(".")[0]) < 7:
+    if hip_major(hip) < 7:
         return Preflight(False, f"no ROCm 7: torch is built for HIP {hip}; FlyDSL 0.5 needs "
                          "ROCm 7 (install a ROCm 7 build of torch).", hip=hip,
                          torch=torch.__version__)
     try:
-        ctypes.CDLL(HIP_LIBRARY)
+        ctypes.CDLL(HIP_RUNTIME_LIBRARY)
     except OSError as exc:
-        return Preflight(False, f"no ROCm 7 runtime: {HIP_LIBRARY} cannot be loaded ({exc}). "
-                         "FlyDSL launches need it (without it the process aborts).", hip=hip,
+        return Preflight(False, f"no ROCm 7 runtime: {HIP_RUNTIME_LIBRARY} cannot be loaded "
+                         f"({exc}). FlyDSL launches need it (without it the process aborts).",
+                         hip=hip,
                          torch=torch.__version__)
     if not torch.cuda.is_available() or torch.cuda.device_count() <= device_index:
         return Preflight(False, f"no GPU: torch.cuda.is_available() is "

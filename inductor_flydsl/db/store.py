@@ -139,7 +139,7 @@ class TuningDB:
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
-                         results: list[CandidateResult]) -> CandidateResult | None:
+                         results: list[CandidateResult]) -> None:
         """Store every candidate's result, then the winner, in one commit.
 
         The winner is the fastest ``ok`` result recorded for the problem on this device and
@@ -167,7 +167,6 @@ class TuningDB:
                 self.db.table("winners").upsert(
                     {**keys, **best[0], "recorded_at": now},
                     pk=("device_id", "software_id", "problem_id"))
-        return pick_winner(results)
 
     def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
         now = utc_now()

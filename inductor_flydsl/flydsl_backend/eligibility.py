@@ -40,6 +40,11 @@ def hip_runtime_loadable() -> bool:
     return True
 
 
+@functools.cache
+def flydsl_installed() -> bool:
+    return importlib.util.find_spec("flydsl") is not None
+
+
 def runtime_reasons(device: Any = None) -> list[str]:
     """Why FlyDSL kernels cannot run on ``device`` (default: the current GPU) here."""
     import torch
@@ -62,7 +67,7 @@ def runtime_reasons(device: Any = None) -> list[str]:
             if arch not in SUPPORTED_ARCHS:
                 reasons.append(f"arch {arch} is not supported (supported: "
                                f"{', '.join(SUPPORTED_ARCHS)})")
-    if importlib.util.find_spec("flydsl") is None:
+    if not flydsl_installed():
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
         reasons.append(f"the ROCm 7 HIP runtime ({HIP_RUNTIME_LIBRARY}) cannot be loaded")
@@ -115,8 +120,7 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[
         return reasons
     layout = "".join(letters)  # type: ignore[arg-type]
     tpl = load_template("gemm_dense")
-    req = tpl.divisibility_requirements(GemmConfig(), problem.op if problem.op != "bmm"
-                                        else "bmm", layout)
+    req = tpl.divisibility_requirements(GemmConfig(), problem.op, layout)
     ld = req["ld_multiple"]
     for name, t, letter in (("A", a, letters[0]), ("B", b, letters[1])):
         if _leading_stride(t, letter) % ld:

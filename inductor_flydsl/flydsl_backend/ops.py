@@ -37,13 +37,19 @@ def _parse_config(config: str):  # returns the template's GemmConfig
     return load_template("gemm_dense").GemmConfig.from_json(data)
 
 
+# Devices whose runtime passed the checks; a launch then costs no further host work.
+_verified_devices: set[torch.device] = set()
+
+
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
-    from .eligibility import runtime_reasons
+    if out.device not in _verified_devices:
+        from .eligibility import runtime_reasons
 
-    reasons = runtime_reasons(out.device)
-    if reasons:
-        raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
+        reasons = runtime_reasons(out.device)
+        if reasons:
+            raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
+        _verified_devices.add(out.device)
     from .cross_compile import load_template
 
     load_template("gemm_dense").launch(a, b, bias, out, alpha, beta, _parse_config(config))

@@ -31,7 +31,7 @@ from torch._inductor import select_algorithm
 from ..buckets import bucket_problem, family_id
 from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
-from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult
+from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, pick_winner
 from ..device import describe_device
 from ..problem import Problem
 from ..software import current_software
@@ -209,9 +209,8 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         state.stats.bump("benchmarked")
         if state.tuning_db.record_selection(device, current_software(), problem, results):
             state.stats.bump("recorded")
-        usable = [r for r in results if r.usable]
-        if usable:
-            best = min(usable, key=lambda r: (r.time_ms, r.candidate_id))
+        best = pick_winner(results)
+        if best is not None:
             state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
                                               candidate_id=best.candidate_id,
                                               backend=best.backend, source="autotune"))
