@@ -456,12 +456,27 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         beta: fx.Float32,
         stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's launcher convention)
     ):
-        tiles = (M + (tm - 1)) // tm * ((N + (tn - 1)) // tn)
+        grid, block = launch_geometry(config, M, N, batch)
         gemm_kernel(
             A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta
-        ).launch(grid=(tiles, batch, 1), block=(nthreads, 1, 1), stream=stream)
+        ).launch(grid=grid, block=block, stream=stream)
 
     return gemm_launcher
+
+
+def launch_geometry(config: GemmConfig, m, n, batch) -> tuple[tuple, tuple]:
+    """``(grid, block)`` of one launch; ``m``, ``n``, ``batch`` are ints or FlyDSL values."""
+    tm, tn = config.tile_m, config.tile_n
+    tiles = (m + (tm - 1)) // tm * ((n + (tn - 1)) // tn)
+    return (tiles, batch, 1), (config.num_threads, 1, 1)
+
+
+def kernel_launch(config: GemmConfig, args: tuple) -> tuple[tuple, tuple, tuple]:
+    """What the launcher passes to the kernel for :func:`launcher_args` ``args``:
+    ``(kernel_args, grid, block)``. Used to run the compiled kernel in the ISA emulator."""
+    m, n, batch = args[4], args[5], args[13]
+    grid, block = launch_geometry(config, m, n, batch)
+    return args[:13] + args[14:], grid, block
 
 
 def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str) -> Callable:

@@ -1,0 +1,119 @@
+"""Run a dense GEMM template's compiled ISA on a random problem and compare with torch.
+
+The inputs are built with the variant's memory layout, the kernel arguments come from
+the template's own host code (``launcher_args`` and ``kernel_launch``, the same path a
+real launch takes), and the result is compared with torch in float64 using the shared
+tolerances of :mod:`inductor_flydsl.flydsl_backend.tolerances`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import EmulatorError
+from .kernel_args import Bindings, pack_kernargs
+from .machine import DEFAULT_BUDGET, Machine
+from .memory import GlobalMemory
+from .program import parse_program
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclass
+class GemmEmulation:
+    ok: bool
+    op: str
+    dtype: str
+    layout: str
+    shape: tuple[int, int, int]
+    batch: int
+    max_abs_err: float | None = None
+    worst: float | None = None
+    races: list[str] = field(default_factory=list)
+    error: str | None = None
+    instructions: int = 0
+    workgroups: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_operands(op: str, dtype: str, layout: str, m: int, n: int, k: int, *, batch: int = 2,
+                  seed: int = 0):
+    """Random ``(a, b, bias, out)`` CPU tensors with the variant's layout."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    tdtype = getattr(torch, TORCH_DTYPES[dtype])
+    lead = (batch,) if op == "bmm" else ()
+
+    def operand(rows: int, cols: int, col_major: bool):
+        shape = (*lead, cols, rows) if col_major else (*lead, rows, cols)
+        t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdtype)
+        return t.transpose(-1, -2) if col_major else t
+
+    a = operand(m, k, layout[0] == "t")
+    b = operand(k, n, layout[1] == "t")
+    bias = torch.randn(n, generator=gen).to(tdtype) if op == "addmm" else None
+    out = torch.full((*lead, m, n), float("nan"), dtype=tdtype)
+    return a, b, bias, out
+
+
+def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: str, layout: str,
+                 m: int, n: int, k: int, batch: int = 2, seed: int = 0, alpha: float = 1.0,
+                 beta: float = 1.0, budget: int = DEFAULT_BUDGET) -> GemmEmulation:
+    """Emulate ``template``'s kernel compiled to ``isa_text`` on one random problem."""
+    from ..flydsl_backend.numerics import reference
+    from ..flydsl_backend.tolerances import check_close
+
+    result = GemmEmulation(ok=False, op=op, dtype=dtype, layout=layout, shape=(m, n, k),
+                           batch=batch if op == "bmm" else 1)
+    start = time.perf_counter()
+    try:
+        a, b, bias, out = make_operands(op, dtype, layout, m, n, k, batch=batch, seed=seed)
+        args = template.launcher_args(a, b, bias, out, alpha, beta)
+        kernel_args, grid, block = template.kernel_launch(config, args)
+        program = parse_program(isa_text)
+        memory = GlobalMemory()
+        bindings = Bindings(memory)
+        kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
+        kernarg_address = memory.add("kernarg", kernarg, writable=False)
+        machine = Machine(program, memory, budget=budget)
+        report = machine.run(kernarg_address, grid, block)
+        result.instructions, result.workgroups = report.instructions, report.workgroups
+        result.races = [race.describe() for race in report.races]
+        got = bindings.read_back(out)
+        inputs = (bias.expand(m, n), a, b) if op == "addmm" else (a, b)
+        expected = reference(op, inputs, alpha, beta)
+        rms_a = float(a.double().pow(2).mean().sqrt())
+        rms_b = float(b.double().pow(2).mean().sqrt())
+        close = check_close(got, expected, dtype, k=k, scale=max(abs(alpha) * rms_a * rms_b,
+                                                                  1e-30))
+        result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
+        result.worst = close.worst
+        result.ok = close.ok and not result.races
+        if not close.ok:
+            result.error = (f"{close.mismatched}/{close.numel} elements outside atol "
+                            f"{close.atol:.3g} + rtol {close.rtol:.3g} (worst {close.worst:.3g}x "
+                            f"the bound, {close.nonfinite} non-finite)")
+        elif result.races:
+            result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
+    except EmulatorError as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+def tail_shape(config: Any, op: str, layout: str, k_steps: int = 2) -> tuple[int, int, int]:
+    """A small problem that covers a config's full tiles and its M and N tails.
+
+    M and N are one full tile plus a partial one (respecting the kernel's divisibility
+    rules: N a multiple of 8, M too when A is column-major); K is ``k_steps`` tiles.
+    """
+    m_tail = 8 if layout[0] == "t" else 5
+    m = config.tile_m + m_tail if config.tile_m > m_tail else config.tile_m
+    n = config.tile_n + 8
+    return m, n, config.tile_k * k_steps

@@ -1,0 +1,96 @@
+"""Matrix instructions (MFMA) with the operand and result lane layouts AMD documents.
+
+For the 16x16 dense MFMAs with 16-bit inputs (``v_mfma_f32_16x16x{16,32}_{f16,bf16}``),
+with ``K`` the instruction's depth and ``E = K / 4`` the elements each lane holds (2 per
+32-bit register):
+
+* A (16 x K): lane ``l`` holds row ``l % 16``, columns ``(l // 16) * E ... + E - 1``, in
+  register order, low half first;
+* B (K x 16): lane ``l`` holds column ``l % 16``, rows ``(l // 16) * E ... + E - 1``;
+* C and D (16 x 16, fp32, 4 registers): register ``r`` of lane ``l`` is element
+  ``(4 * (l // 16) + r, l % 16)``.
+
+The CDNA3 layouts (K = 16) were read from AMD's Matrix Instruction Calculator; CDNA4's
+K = 32 forms keep the pattern with 8 elements per lane (AMD CDNA4 ISA guide). Products of
+bf16/fp16 values are exact; the K-term sum and the add of C are done in float64 and
+rounded once to float32, i.e. the emulator is at least as accurate as the hardware, whose
+internal accumulation order AMD does not specify.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import fp
+from .decode import Compiled, DecodeContext, codes, opcode, operands
+from .errors import UnknownOpcode
+from .operands import Operand
+from .program import Instruction
+from .wave import Wave
+
+_MFMA_RE = re.compile(r"^v_mfma_f32_16x16x(\d+)_?(bf16|f16)(?:_1k)?$")
+
+
+def _lane_matrix(w: Wave, op: Operand, elems: int, to_f32) -> np.ndarray:
+    """A 16 x K operand (rows = lane % 16) from its registers, as float64."""
+    assert op.reg is not None
+    regs = w.vfile(op.reg.file)[op.reg.index: op.reg.index + elems // 2]  # (R, 64)
+    halves = np.stack([regs & np.uint32(0xFFFF), regs >> np.uint32(16)], axis=-1)  # (R,64,2)
+    per_lane = halves.transpose(1, 0, 2).reshape(64, elems)  # (64, E)
+    values = to_f32(per_lane).astype(np.float64)
+    return values.reshape(4, 16, elems).transpose(1, 0, 2).reshape(16, 4 * elems)
+
+
+def _check_modifiers(ins: Instruction) -> None:
+    for name in ("cbsz", "abid", "blgp"):
+        value = ins.modifier(name)
+        if value not in (None, "0"):
+            raise UnknownOpcode(f"MFMA modifier {name}:{value} is not implemented ({ins.where()})")
+    for name in ("neg_lo", "neg_hi"):
+        if ins.has(name):
+            raise UnknownOpcode(f"MFMA modifier {name} is not implemented ({ins.where()})")
+
+
+@opcode("v_mfma_f32_16x16x32_bf16", "v_mfma_f32_16x16x32_f16", "v_mfma_f32_16x16x16_bf16",
+        "v_mfma_f32_16x16x16bf16_1k", "v_mfma_f32_16x16x16_f16", "v_mfma_f32_16x16x16f16")
+def _mfma16(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    _check_modifiers(ins)
+    match = _MFMA_RE.match(ins.mnemonic.replace("x16bf16", "x16_bf16").replace("x16f16", "x16_f16"))
+    if match is None:
+        raise UnknownOpcode(f"MFMA form {ins.mnemonic!r} ({ins.where()})")
+    k, dtype = int(match.group(1)), match.group(2)
+    want_k = {"gfx950": (16, 32), "gfx942": (16,)}.get(ctx.arch, (16,))
+    if k not in want_k:
+        raise UnknownOpcode(f"{ins.mnemonic} does not exist on {ctx.arch} ({ins.where()})")
+    elems = k // 4
+    to_f32 = fp.bf16_to_f32 if dtype == "bf16" else fp.f16_to_f32
+    d, a, b, c = operands(ins, 4)
+    if d.reg is None or a.reg is None or b.reg is None:
+        raise UnknownOpcode(f"MFMA operands must be registers ({ins.where()})")
+    if a.reg.count != elems // 2 or b.reg.count != elems // 2 or d.reg.count != 4:
+        raise UnknownOpcode(f"MFMA register counts do not match {ins.mnemonic} ({ins.where()})")
+
+    def run(w: Wave) -> None:
+        amat = _lane_matrix(w, a, elems, to_f32)  # (16, K)
+        bmat = _lane_matrix(w, b, elems, to_f32)  # (16, K): row = column of B
+        if c.reg is not None:
+            creg = w.vfile(c.reg.file)[c.reg.index: c.reg.index + 4].view(np.float32)
+            cmat = creg.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16).astype(np.float64)
+        else:
+            assert c.const is not None
+            cmat = np.full((16, 16), np.float32(np.uint32(c.const.bits(32, "f32")).view(
+                np.float32)), np.float64)
+        dmat = (cmat + amat @ bmat.T).astype(np.float32)  # (16 rows, 16 cols)
+        out = dmat.reshape(4, 4, 16).transpose(1, 0, 2).reshape(4, 64).view(np.uint32)
+        assert d.reg is not None
+        target = w.vfile(d.reg.file)
+        if w.exec_full:
+            target[d.reg.index: d.reg.index + 4] = out
+        else:
+            m = w.exec_mask
+            for r in range(4):
+                target[d.reg.index + r][m] = out[r][m]
+
+    return Compiled(ins, run, codes(a, b, c), codes(d))
