@@ -57,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"tuning DB to write (default: $INDUCTOR_FLYDSL_DB or "
                         f"{default_db_path()})")
     p.add_argument("--no-db", action="store_true", help="do not write any DB")
+    p.add_argument("--emulate", action="store_true",
+                   help="also run each compiled config in the ISA emulator on a small random "
+                        "problem with M and N tails, against torch (recorded in the catalog)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -92,6 +95,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
                   f"compile in {summary['wall_s']:.1f} s wall on {summary['workers']} "
                   f"worker(s)" + (f"; recorded in {summary['db']}" if summary["db"] else ""))
     for arch, a in summary["archs"].items():
+        if a["emulated"]:
+            console.print(f"{arch}: {a['emulated_ok']}/{a['emulated']} compiled configs correct "
+                          f"in the ISA emulator (max abs error {a['max_abs_err']}; "
+                          f"{a['emulation_s']:.1f} s of emulation)")
+    for arch, a in summary["archs"].items():
         for line in a["problems"]:
             console.print(f"[red]{arch}: {line.splitlines()[0][:300]}[/red]")
 
@@ -115,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"{len(jobs)} jobs ({n_compile} to compile) for "
                           f"{', '.join(archs)}, search space {args.search_space}")
     try:
+        compile_fn = catalog.EMULATE_COMPILE_FN if args.emulate else catalog.DEFAULT_COMPILE_FN
         result = catalog.run_catalog(jobs, workers=args.jobs, timeout_s=args.timeout,
-                                     db_path=db_path, compile_rejected=args.compile_rejected)
+                                     db_path=db_path, compile_rejected=args.compile_rejected,
+                                     compile_fn=compile_fn)
     except ToolchainError as exc:
         return fail(str(exc))
     except UnusableDB as exc:

@@ -32,7 +32,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--db", type=Path, default=None,
                    help="also tell how this tuning DB serves the problem (exact winner or "
                         "dynamic-M bucket); default: the per-user DB if it exists")
+    p.add_argument("--emulate", action="store_true",
+                   help="cross-compile each listed config for this variant and run it in the "
+                        "ISA emulator on a small problem with M and N tails (exit 1 if any "
+                        "is wrong)")
     p.add_argument("--json", action="store_true")
+
+
+def _emulate_configs(configs: list[dict[str, int]], arch: str, dtype: str, layout: str,
+                     op: str) -> list[dict]:
+    """Compile and emulate each config in worker processes; one verdict per config."""
+    from ..flydsl_backend import catalog
+
+    jobs = [catalog.Job(catalog.TEMPLATE, tuple(sorted(c.items())), arch, dtype, layout, op)
+            for c in configs]
+    run = catalog.run_catalog(jobs, db_path=None, progress=False,
+                              compile_fn=catalog.EMULATE_COMPILE_FN)
+    by_key = {item.job.key: item for item in run.results}
+    verdicts = []
+    for job in jobs:
+        result = by_key[job.key].result
+        if result.emulation is None:
+            verdicts.append({"ok": False, "error": result.error or "not compiled"})
+        else:
+            e = result.emulation
+            verdicts.append({"ok": e["ok"], "max_abs_err": e["max_abs_err"],
+                             "shape": e["shape"], "races": len(e["races"]),
+                             "error": e["error"]})
+    return verdicts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,9 +88,22 @@ def run(args: argparse.Namespace) -> int:
         else:
             db_info = {"db": str(db_path), **bucket_status(db, problem)}
             db.close()
+    status = 0
+    if args.emulate and result.eligible:
+        from ..flydsl_backend.toolchain import ToolchainError
+
+        short = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
+        try:
+            verdicts = _emulate_configs(result.configs, args.arch, short, args.layout.lower(),
+                                        args.op)
+        except ToolchainError as exc:
+            return fail(str(exc))
+        result.configs = [{**c, "emulation": v} for c, v in zip(result.configs, verdicts,
+                                                                   strict=True)]
+        status = 0 if all(v["ok"] for v in verdicts) else 1
     if args.json:
         print_json({**result.as_json(), "tuning_db": db_info})
-        return 0
+        return status
     if db_info is not None:
         if "error" in db_info:
             console.print(f"tuning DB {db_path}: {db_info['error']}")
@@ -81,9 +121,17 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} {result.search_space} configs, best first")
         fields = list(result.configs[0])
-        print_table("configs", fields, [[c[f] for f in fields] for c in result.configs])
+        print_table("configs", fields, [[_cell(c[f]) for f in fields] for c in result.configs])
     else:
         console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:")
         for reason in result.reasons:
             console.print(f"  - {reason}")
-    return 0
+    return status
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, dict):  # an emulation verdict
+        if value.get("ok"):
+            return f"ok (max abs err {value['max_abs_err']:.3g}, {value['shape']})"
+        return f"WRONG: {value.get('error')}"
+    return value

@@ -7,9 +7,17 @@ import logging
 import sys
 
 from ..version import __version__
-from . import compile_check, db_commands, explain_command, report_command, sweep_command
+from . import (
+    compile_check,
+    db_commands,
+    emulate_command,
+    explain_command,
+    report_command,
+    sweep_command,
+)
 
-COMMANDS = [db_commands, explain_command, compile_check, sweep_command, report_command]
+COMMANDS = [db_commands, explain_command, compile_check, emulate_command, sweep_command,
+            report_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,8 @@ class RunReport:
     waves: int = 0
     instructions: int = 0
     races: list[Race] = field(default_factory=list)
+    # The waves of the last workgroup run, in their final state (for tests and debugging).
+    last_waves: list[Wave] = field(default_factory=list)
 
 
 class Machine:
@@ -64,7 +66,8 @@ class Machine:
     def lds_write(self, w: Wave, ins: Instruction, addrs: np.ndarray, data: np.ndarray, fault,
                   op: MemOp) -> None:
         assert self.lds is not None
-        self.lds.pending_ops[op.op_id] = (w.wave_id, op.counter == "vm", ins.where())
+        self.lds.pending_ops[op.op_id] = [w.wave_id, op.counter == "vm", ins.where(), False,
+                                          False]
         self.lds.write(addrs, data, w.wave_id, ins.index, fault, self._describe, op.op_id)
 
     # -- dispatch -------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class Machine:
         report.waves += n_waves
         report.instructions += sum(w.executed for w in waves)
         report.races.extend(self.lds.races)
+        report.last_waves = waves
 
     def _deadlock(self, waiting: list[Wave], ended: list[Wave]) -> None:
         at = self.program.instructions[waiting[0].barrier_pc].where()

@@ -95,7 +95,8 @@ class Lds:
         self.r_instr = np.zeros(size, np.int32)
         # Outstanding writes: op id per byte (0: none) and what each op is.
         self.pending = np.zeros(size, np.int64)
-        self.pending_ops: dict[int, tuple[int, bool, str]] = {}  # id -> (wave, vm, where)
+        # id -> [wave, vm, where, crossed a barrier, retired]
+        self.pending_ops: dict[int, list] = {}
         self.races: list[Race] = []
         self._race_keys: set[tuple[str, int, int]] = set()
 
@@ -120,8 +121,8 @@ class Lds:
         ops = self.pending[idx]
         hit = np.flatnonzero(ops)
         for j in hit:
-            owner, vm, origin = self.pending_ops[int(ops[j])]
-            if owner != wave or vm:
+            owner, vm, origin, _, retired = self.pending_ops[int(ops[j])]
+            if owner != wave or (vm and not retired):
                 raise HazardError(
                     f"{where} (wave {wave}) reads LDS byte {int(idx[j])} that an outstanding "
                     f"write of wave {owner} has not finished ({origin}); a s_waitcnt "
@@ -173,9 +174,24 @@ class Lds:
             self.pending[idx] = op_id
 
     def retire(self, op_id: int) -> None:
-        if op_id in self.pending_ops:
-            del self.pending_ops[op_id]
-            self.pending[self.pending == op_id] = 0
+        """The writer waited for the op. If it was still outstanding when a barrier
+        released, other waves may only read its bytes after the next barrier."""
+        entry = self.pending_ops.get(op_id)
+        if entry is None:
+            return
+        if entry[3]:
+            entry[4] = True
+        else:
+            self._clear(op_id)
+
+    def _clear(self, op_id: int) -> None:
+        del self.pending_ops[op_id]
+        self.pending[self.pending == op_id] = 0
 
     def barrier(self) -> None:
         self.epoch += 1
+        for op_id, entry in list(self.pending_ops.items()):
+            if entry[4]:
+                self._clear(op_id)
+            else:
+                entry[3] = True

@@ -68,6 +68,8 @@ def _write_loaded(w: Wave, dst: Operand, lanes: np.ndarray, words: np.ndarray, k
 
 def _store_bytes(w: Wave, src: Operand, lanes: np.ndarray, size: int, kind: str) -> np.ndarray:
     assert src.reg is not None
+    if lanes.size == 0:
+        return np.zeros((0, size), np.uint8)
     reg = w.vfile(src.reg.file)
     base = src.reg.index
     words = reg[base: base + max(1, size // 4), :][:, lanes].T.copy()  # (n, words)

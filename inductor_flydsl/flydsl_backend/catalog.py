@@ -65,6 +65,8 @@ TEMPLATE = "gemm_dense"
 SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
 MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
 DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.cross_compile:compile_config"
+EMULATE_COMPILE_FN = "inductor_flydsl.emulator.check:compile_and_emulate"
+_CROSS_COMPILE_FNS = (DEFAULT_COMPILE_FN, EMULATE_COMPILE_FN)
 DEFAULT_TIMEOUT_S = 300.0
 BATCH_ROWS = 25
 BATCH_SECONDS = 5.0
@@ -225,7 +227,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str) -
     """Worker loop: announce readiness, then compile one job per message until None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     fn = _resolve(compile_fn)
-    if compile_fn == DEFAULT_COMPILE_FN:
+    if compile_fn in _CROSS_COMPILE_FNS:
         with contextlib.suppress(ImportError):
             import flydsl.compiler  # noqa: F401  (warm up before the first job's clock starts)
     conn.send(("ready", os.getpid()))
@@ -374,7 +376,18 @@ def db_row(item: JobResult, *, run_id: int, recorded_at: str, flydsl: str) -> di
         "scratch_bytes": r.scratch_bytes, "vgpr_spills": r.vgpr_spills,
         "sgpr_spills": r.sgpr_spills, "mfma": canonical_json(dict(r.mfma_counts)),
         "compile_s": r.compile_seconds, "run_id": run_id, "recorded_at": recorded_at,
+        **_emulation_columns(r.emulation),
     }
+
+
+def _emulation_columns(emulation: dict[str, Any] | None) -> dict[str, Any]:
+    if emulation is None:
+        return {"emulated": 0, "emulation_ok": None, "max_abs_err": None,
+                "emulation_error": None}
+    error = emulation.get("error")
+    return {"emulated": 1, "emulation_ok": int(bool(emulation.get("ok"))),
+            "max_abs_err": emulation.get("max_abs_err"),
+            "emulation_error": error[:4000] if error else None}
 
 
 class CatalogWriter:
@@ -409,7 +422,7 @@ class CatalogWriter:
             self.run_id = self.tdb.run_id()
             rows = [db_row(i, run_id=self.run_id, recorded_at=now, flydsl=self.flydsl)
                     for i in self.buffer]
-            self.tdb.db.table("compile_catalog").upsert_all(rows, pk=self.PK)
+            self.tdb.db.table("compile_catalog").upsert_all(rows, pk=self.PK, alter=True)
         self.written += len(self.buffer)
         self.buffer.clear()
 
@@ -459,7 +472,7 @@ def run_catalog(jobs: list[Job], *, workers: int | None = None,
 
     from ..cli.output import err_console
 
-    if compile_fn == DEFAULT_COMPILE_FN:
+    if compile_fn in _CROSS_COMPILE_FNS:
         from .toolchain import rocm_path_for_compile
 
         rocm_path_for_compile()
@@ -516,6 +529,11 @@ def _arch_summary(items: list[JobResult]) -> dict[str, Any]:
     problems = [f"{i.job.describe()}: {i.result.error or 'compiled'}"
                 + (" (spills)" if i.spilled else "")
                 for i in items if i.accepted and (i.status != OK or i.spilled)]
+    emulated = [i for i in ok if i.result.emulation is not None]
+    problems += [f"{i.job.describe()}: emulation: {i.result.emulation.get('error')}"
+                 for i in emulated if not i.result.emulation.get("ok")]
+    errors = [i.result.emulation["max_abs_err"] for i in emulated
+              if i.result.emulation.get("max_abs_err") is not None]
     return {
         "jobs": len(items),
         "compiled": len(compiled),
@@ -539,6 +557,10 @@ def _arch_summary(items: list[JobResult]) -> dict[str, Any]:
         "sgprs": _range([i.result.sgprs for i in ok]),
         "lds_bytes": _range([i.result.lds_bytes for i in ok]),
         "mfma": dict(sorted(mfma.items())),
+        "emulated": len(emulated),
+        "emulated_ok": sum(1 for i in emulated if i.result.emulation.get("ok")),
+        "emulation_s": round(sum(i.result.emulation.get("seconds", 0.0) for i in emulated), 3),
+        "max_abs_err": max(errors) if errors else None,
         "problems": problems,
     }
 

@@ -79,6 +79,8 @@ class CompileResult:
     mfma_counts: dict[str, int] = field(default_factory=dict)
     compile_seconds: float = 0.0
     isa_path: str | None = None
+    # Set by compile-check --emulate: the ISA emulator's run (GemmEmulation.to_json()).
+    emulation: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

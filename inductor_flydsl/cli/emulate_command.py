@@ -1,0 +1,86 @@
+"""``inductor-flydsl emulate``: run a template kernel's ISA file in the emulator.
+
+Runs the ISA (the ``22_final_isa.s`` FlyDSL dumped, or an edited copy) on random inputs
+of one problem, with the kernel arguments the template's host code builds, and compares
+the output with torch in float64 (shared tolerances). Exit status: 0 correct, 1 wrong
+result, LDS race or emulation error (hazard, fault, unknown opcode, ...), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..db.queries import parse_shape
+from .output import console, fail, print_json
+
+COMMAND_NAMES = ("emulate",)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("emulate", help="run a kernel's compiled ISA on the CPU and "
+                                              "compare with torch",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--isa", required=True, type=Path, help="assembly file (22_final_isa.s)")
+    p.add_argument("--template", default="gemm_dense", help="template the ISA was built from")
+    p.add_argument("--config", required=True, help="the config as JSON, e.g. "
+                   '\'{"tile_m": 64, "tile_n": 128, "tile_k": 64, "waves_m": 2, '
+                   '"waves_n": 2, "stages": 2, "group_m": 8}\'')
+    p.add_argument("--op", required=True, choices=["mm", "addmm", "bmm"])
+    p.add_argument("--shape", required=True, help="MxNxK, or BxMxNxK for bmm")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--layout", default="nt", choices=["nn", "nt", "tn", "tt"])
+    p.add_argument("--arch", default="gfx950", choices=["gfx950", "gfx942"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=1.0)
+    p.add_argument("--beta", type=float, default=1.0)
+    p.add_argument("--budget", type=int, default=None,
+                   help="instructions per wave before the run is stopped")
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..emulator.gemm import emulate_gemm
+    from ..emulator.machine import DEFAULT_BUDGET
+    from ..emulator.program import parse_program
+    from ..flydsl_backend.cross_compile import load_template
+
+    try:
+        text = args.isa.read_text()
+    except OSError as exc:
+        return fail(f"cannot read --isa: {exc}")
+    try:
+        template = load_template(args.template)
+        config = template.GemmConfig.from_json(json.loads(args.config))
+        dims = parse_shape(args.shape)
+    except (ValueError, json.JSONDecodeError) as exc:
+        return fail(f"bad --template/--config/--shape: {exc}")
+    batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (2, dims)
+    if len(dims) == 4 and args.op != "bmm":
+        return fail("a batch (BxMxNxK) is only valid with --op bmm")
+    try:
+        target = parse_program(text).kernel.arch
+    except Exception as exc:
+        return fail(f"{args.isa}: {exc}")
+    if target != args.arch:
+        return fail(f"{args.isa} was compiled for {target}, not --arch {args.arch}")
+    if k % config.tile_k:
+        return fail(f"K={k} is not a multiple of the config's tile_k={config.tile_k}")
+    result = emulate_gemm(text, template, config, op=args.op, dtype=args.dtype,
+                          layout=args.layout, m=m, n=n, k=k, batch=batch, seed=args.seed,
+                          alpha=args.alpha, beta=args.beta, budget=args.budget or DEFAULT_BUDGET)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        verdict = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
+        console.print(f"{verdict}: {args.op} {args.dtype} {args.layout} {m}x{n}x{k} on "
+                      f"{args.arch}: max_abs_err {result.max_abs_err}, races "
+                      f"{len(result.races)}, {result.instructions} instructions in "
+                      f"{result.workgroups} workgroups, {result.seconds} s")
+        for race in result.races[:10]:
+            console.print(f"  race: {race}")
+        if result.error:
+            console.print(f"  error: {result.error}")
+    return 0 if result.ok else 1

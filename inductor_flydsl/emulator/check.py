@@ -1,0 +1,44 @@
+"""Cross-compile one config and run its ISA in the emulator (``compile-check --emulate``).
+
+Each (dtype, layout, op) variant is run on a small random problem that covers a full
+tile and the M and N tails (:func:`~.gemm.tail_shape`), against torch in float64.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..flydsl_backend.cross_compile import CompileResult, compile_config, load_template
+from .gemm import emulate_gemm, tail_shape
+
+
+def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
+    """Run a compiled result's ISA (``result.isa_path``) on its variant's tail problem."""
+    template = load_template(result.template)
+    config = template.GemmConfig.from_json(dict(result.config))
+    assert result.isa_path is not None
+    m, n, k = tail_shape(config, result.op, result.layout)
+    run = emulate_gemm(Path(result.isa_path).read_text(), template, config, op=result.op,
+                       dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed)
+    return run.to_json()
+
+
+def compile_and_emulate(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
+                        op: str, dump_dir: str | os.PathLike | None = None) -> CompileResult:
+    """:func:`compile_config`, then the emulator's verdict in ``result.emulation``."""
+    root = Path(dump_dir) if dump_dir is not None else Path(tempfile.mkdtemp(prefix="emu-"))
+    try:
+        result = compile_config(template_name, config, arch=arch, dtype=dtype, layout=layout,
+                                op=op, dump_dir=root)
+        if result.ok and result.isa_path:
+            result.emulation = emulate_compiled(result)
+        if dump_dir is None:
+            result.isa_path = None
+        return result
+    finally:
+        if dump_dir is None:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,386 @@
+"""Per-instruction tests: tiny kernels whose expected values are worked out by hand from
+the pseudocode of AMD's CDNA3/CDNA4 ISA guides (and, for MFMA, AMD's documented lane
+layouts), independently of the emulator's code."""
+
+import numpy as np
+import pytest
+
+from inductor_flydsl.emulator.errors import (
+    BarrierDeadlock,
+    BudgetExceeded,
+    HazardError,
+    MemoryFault,
+    UnknownOpcode,
+)
+from tests.emulator.kernels import run
+
+
+def sgprs(body: str, **kw) -> list[int]:
+    report, _ = run(body + "\ns_endpgm", **kw)
+    return report.last_waves[0].s
+
+
+def vgpr(body: str, reg: int, **kw) -> np.ndarray:
+    report, _ = run(body + "\ns_endpgm", **kw)
+    return report.last_waves[0].v[reg].copy()
+
+
+def test_scalar_arithmetic_and_scc():
+    w = run("""
+        s_mov_b32 s2, 0x7fffffff
+        s_add_i32 s3, s2, 1
+        s_cselect_b32 s4, 11, 22
+        s_mov_b32 s5, 5
+        s_subb_u32 s6, s5, 7
+        s_cselect_b32 s7, 1, 0
+        s_mov_b32 s8, 0x80000000
+        s_ashr_i32 s9, s8, 4
+        s_mov_b32 s10, 0xffffffff
+        s_mul_hi_u32 s11, s10, s10
+        s_mov_b32 s12, -9
+        s_abs_i32 s13, s12
+        s_min_i32 s14, s12, 3
+        s_cselect_b32 s15, 1, 0
+        s_bitcmp1_b32 s2, 30
+        s_cselect_b32 s16, 1, 0
+        s_movk_i32 s17, 0x88
+        s_mulk_i32 s17, 0x1100
+        s_endpgm""")[0].last_waves[0].s
+    assert w[3] == 0x80000000 and w[4] == 11  # signed overflow sets SCC
+    assert w[6] == (5 - 7 - 1) & 0xFFFFFFFF and w[7] == 1  # SCC=1 borrows in; borrow out
+    assert w[9] == 0xF8000000  # arithmetic shift keeps the sign
+    assert w[11] == 0xFFFFFFFE  # (2^32-1)^2 >> 32
+    assert w[13] == 9
+    assert w[14] == (-9) & 0xFFFFFFFF and w[15] == 1  # SCC = S0 < S1
+    assert w[16] == 1  # bit 30 of 0x7fffffff
+    assert w[17] == 0x88 * 0x1100
+
+
+def test_64bit_scalar_ops_and_compare():
+    s = sgprs("""
+        s_mov_b64 s[2:3], -1
+        s_mov_b32 s4, 0
+        s_mov_b32 s5, 0
+        s_and_b64 s[6:7], s[2:3], s[4:5]
+        s_cselect_b64 s[8:9], -1, 0
+        s_cmp_lg_u64 s[2:3], 0
+        s_cselect_b32 s10, 7, 8
+        s_lshr_b32 s11, s2, 27
+        s_andn2_b32 s12, s2, 31""")
+    assert s[6] == 0 and s[7] == 0
+    assert s[8] == 0 and s[9] == 0  # s_and_b64 gave 0: SCC 0
+    assert s[10] == 7
+    assert s[11] == 31 and s[12] == 0xFFFFFFE0
+
+
+def test_vector_integer_ops():
+    body = """
+        v_lshlrev_b32_e32 v1, 3, v0
+        v_add_u32_e32 v2, 0xfffffff0, v1
+        v_bfe_u32 v3, v0, 4, 2
+        v_ashrrev_i32_e32 v4, 31, v2
+        v_mad_u32_u24 v5, v0, 3, v1
+        v_add3_u32 v6, v0, v1, 32
+        v_and_or_b32 v7, v0, 32, v1
+        v_lshl_or_b32 v8, v0, 4, 1
+        v_mul_lo_u32 v9, v0, v0
+        v_add_lshl_u32 v10, v0, 1, 2
+        v_lshl_add_u32 v11, v0, 2, 5
+        v_min_i32_e32 v12, 10, v0
+        v_mul_u32_u24_e32 v13, 0x88, v0
+        s_endpgm"""
+    report, _ = run(body)
+    v = report.last_waves[0].v
+    lane = np.arange(64, dtype=np.uint64)
+    assert (v[1] == lane * 8).all()
+    assert (v[2] == (lane * 8 - 16) % 2**32).all()
+    assert (v[3] == (lane >> 4) & 3).all()
+    assert (v[4] == np.where(lane * 8 < 16, 0xFFFFFFFF, 0)).all()
+    assert (v[5] == lane * 3 + lane * 8).all()
+    assert (v[6] == lane + lane * 8 + 32).all()
+    assert (v[7] == (lane & 32) | (lane * 8)).all()
+    assert (v[8] == (lane << 4) | 1).all()
+    assert (v[9] == lane * lane).all()
+    assert (v[10] == (lane + 1) << 2).all()
+    assert (v[11] == (lane << 2) + 5).all()
+    assert (v[12] == np.minimum(lane, 10)).all()
+    assert (v[13] == lane * 0x88).all()
+
+
+def test_64bit_vector_ops():
+    report, _ = run("""
+        v_mov_b32_e32 v2, -1
+        v_mov_b32_e32 v3, 0
+        s_mov_b32 s4, 0x10
+        s_mov_b32 s5, 0x1
+        v_lshl_add_u64 v[6:7], v[2:3], 1, s[4:5]
+        v_mov_b32_e32 v8, 0xffffffff
+        v_mov_b32_e32 v9, 0xffffffff
+        v_mad_u64_u32 v[10:11], s[12:13], v8, v0, v[8:9]
+        s_endpgm""")
+    w = report.last_waves[0]
+    lane = np.arange(64, dtype=object)
+    got6 = [int(w.v[6][i]) | int(w.v[7][i]) << 32 for i in range(64)]
+    assert got6 == [((0xFFFFFFFF << 1) + 0x1_00000010)] * 64
+    got10 = [int(w.v[10][i]) | int(w.v[11][i]) << 32 for i in range(64)]
+    want = [(0xFFFFFFFF * int(x) + 0xFFFFFFFFFFFFFFFF) for x in lane]
+    assert got10 == [x & (2**64 - 1) for x in want]
+    carry = w.get_s64(12)
+    assert carry == sum(1 << i for i, x in enumerate(want) if x >= 2**64)
+
+
+def test_perm_b32_byte_selectors():
+    # D.byte[i] = ({S0, S1} as 8 bytes, S1 the low dword)[sel.byte[i]]; 12 -> 0x00,
+    # >= 13 -> 0xff, 8..11 -> sign of bytes 1, 3, 5, 7 replicated.
+    v = vgpr("""
+        s_mov_b32 s2, 0x0c0d0006
+        v_mov_b32_e32 v1, 0x11223344
+        v_mov_b32_e32 v2, 0x8899aabb
+        v_perm_b32 v3, v1, v2, s2""", 3)
+    # byte0 <- sel 6 -> byte 6 of {0x11223344, 0x8899aabb} = 0x22; byte1 <- sel 0 = 0xbb;
+    # byte2 <- sel 13 = 0xff; byte3 <- sel 12 = 0x00
+    assert (v == 0x00FFBB22).all()
+
+
+def test_bf16_and_f16_conversions_round_to_nearest_even():
+    # 1 + 2^-8 is exactly halfway between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
+    # 1 + 3*2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: ties to even (1 + 2^-6).
+    v = vgpr("""
+        v_mov_b32_e32 v1, 0x3f808000
+        v_mov_b32_e32 v2, 0x3f818000
+        v_cvt_pk_bf16_f32 v3, v1, v2""", 3)
+    assert (v == (0x3F82 << 16 | 0x3F80)).all()
+    h = vgpr("""
+        v_mov_b32_e32 v1, 0x3f801000
+        v_cvt_f16_f32_e32 v2, v1""", 2)
+    assert (h == 0x3C00).all()  # 1 + 2^-11 ties to 1.0 in fp16
+    p = vgpr("""
+        v_mov_b32_e32 v1, 1.0
+        v_mov_b32_e32 v2, -2.0
+        v_cvt_pk_f16_f32 v3, v1, v2""", 3)
+    assert (p == (0xC000 << 16 | 0x3C00)).all()
+
+
+def test_packed_fp32_and_float_ops():
+    report, _ = run("""
+        s_mov_b32 s2, 0x40000000
+        s_mov_b32 s3, 0x40400000
+        v_mov_b32_e32 v4, 1.0
+        v_mov_b32_e32 v5, 0.5
+        v_pk_mul_f32 v[6:7], s[2:3], v[4:5]
+        v_cvt_f32_u32_e32 v8, v0
+        v_rcp_f32_e32 v9, 4.0
+        v_mul_f32_e32 v10, 0x4f7ffffe, v9
+        v_cvt_u32_f32_e32 v11, v10
+        s_endpgm""")
+    v = report.last_waves[0].v
+    assert (v[6].view(np.float32) == 2.0).all() and (v[7].view(np.float32) == 1.5).all()
+    assert (v[8].view(np.float32) == np.arange(64)).all()
+    assert (v[9].view(np.float32) == 0.25).all()
+    assert (v[11] == int(np.float32(0x4F7FFFFE and 4294966784.0) * np.float32(0.25))).all()
+
+
+def test_compare_writes_zero_for_inactive_lanes_and_exec_masking():
+    report, _ = run("""
+        v_mov_b32_e32 v1, 7
+        s_mov_b32 s2, 0xffff
+        s_mov_b32 s3, 0
+        s_and_saveexec_b64 s[4:5], s[2:3]
+        v_cmp_gt_i32_e32 vcc, 32, v0
+        v_mov_b32_e32 v1, 9
+        v_readfirstlane_b32 s6, v0
+        s_or_b64 exec, exec, s[4:5]
+        v_cndmask_b32_e32 v2, 100, v0, vcc
+        s_endpgm""")
+    w = report.last_waves[0]
+    assert w.get_s64(4) == 2**64 - 1  # the saved EXEC
+    assert w.get_s64(106) == 0xFFFF  # only active lanes 0..15 compare
+    assert (w.v[1][:16] == 9).all() and (w.v[1][16:] == 7).all()
+    assert w.s[6] == 0
+    assert (w.v[2][:16] == np.arange(16)).all() and (w.v[2][16:] == 100).all()
+
+
+def _lanes_holding(matrix: np.ndarray, k_per_lane: int) -> np.ndarray:
+    """Registers of a 16 x K MFMA source per AMD's layout: lane l holds row l % 16,
+    columns (l // 16) * k_per_lane ...; two 16-bit values per register, low first."""
+    regs = np.zeros((k_per_lane // 2, 64), np.uint32)
+    for lane in range(64):
+        row, k0 = lane % 16, (lane // 16) * k_per_lane
+        for e in range(k_per_lane):
+            regs[e // 2, lane] |= np.uint32(int(matrix[row, k0 + e]) << (16 * (e % 2)))
+    return regs
+
+
+@pytest.mark.parametrize(("arch", "mnemonic", "k"), [
+    ("gfx950", "v_mfma_f32_16x16x32_bf16", 32),
+    ("gfx942", "v_mfma_f32_16x16x16_bf16", 16),
+    ("gfx950", "v_mfma_f32_16x16x32_f16", 32),
+])
+def test_mfma_lane_layout_and_accumulate(arch, mnemonic, k):
+    rng = np.random.default_rng(0)
+    a = rng.integers(-4, 5, (16, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, 16)).astype(np.float32)
+    c = rng.integers(-8, 9, (16, 16)).astype(np.float32)
+    if mnemonic.endswith("bf16"):
+        bits_a = (a.view(np.uint32) >> 16).astype(np.uint32)
+        bits_b = (b.T.copy().view(np.uint32) >> 16).astype(np.uint32)
+    else:
+        bits_a = a.astype(np.float16).view(np.uint16).astype(np.uint32)
+        bits_b = b.T.astype(np.float16).view(np.uint16).astype(np.uint32)
+    regs_a, regs_b = _lanes_holding(bits_a, k // 4), _lanes_holding(bits_b, k // 4)
+    n = k // 8
+    # C: register r of lane l is element (4 * (l // 16) + r, l % 16).
+    regs_c = np.zeros((4, 64), np.uint32)
+    for lane in range(64):
+        for r in range(4):
+            regs_c[r, lane] = np.float32(c[4 * (lane // 16) + r, lane % 16]).view(np.uint32)
+    from inductor_flydsl.emulator.machine import Machine
+    from inductor_flydsl.emulator.memory import GlobalMemory
+    from inductor_flydsl.emulator.program import parse_program
+    from tests.emulator.kernels import kernel
+
+    text = kernel(f"{mnemonic} v[20:23], v[0:{n - 1}], v[8:{7 + n}], v[12:15]\ns_endpgm",
+                  arch=arch)
+    machine = Machine(parse_program(text), GlobalMemory())
+    wave = machine._init_wave(0, (0, 0, 0), (64, 1, 1), 0)
+    wave.v[0:n], wave.v[8:8 + n], wave.v[12:16] = regs_a, regs_b, regs_c
+    machine.lds = None
+    machine._run_wave(wave, [wave])
+    d = a.astype(np.float64) @ b + c
+    got = np.zeros((16, 16))
+    for lane in range(64):
+        for r in range(4):
+            got[4 * (lane // 16) + r, lane % 16] = wave.v[20 + r, lane].view(np.float32)
+    assert (got == d).all()
+
+
+def test_buffer_loads_out_of_range_return_zero_and_stores_are_dropped():
+    buf = np.arange(256, dtype=np.uint8)
+    report, data = run("""
+        s_load_dwordx2 s[4:5], s[0:1], 0x0
+        s_waitcnt lgkmcnt(0)
+        s_mov_b32 s6, 20
+        s_mov_b32 s7, 0x00020000
+        v_lshlrev_b32_e32 v1, 2, v0
+        buffer_load_dword v2, v1, s[4:7], 0 offen
+        s_waitcnt vmcnt(0)
+        v_mov_b32_e32 v3, -1
+        buffer_store_dword v3, v1, s[4:7], 0 offen offset:64
+        s_waitcnt vmcnt(0)
+        s_endpgm""", buffer=buf)
+    v2 = report.last_waves[0].v[2]
+    words = buf.view(np.uint32)
+    # num_records 20 bytes: lanes 0..4 read words 0..4, the rest read 0.
+    assert (v2[:5] == words[:5]).all() and (v2[5:] == 0).all()
+    # Stores at byte 64 + 4*lane: none is within 20 bytes: memory unchanged.
+    assert (data == buf).all()
+
+
+def test_global_access_outside_every_buffer_names_lane_and_address():
+    where = r"line \d+: global_load_dword v2, v\[4:5\], off.*lane 63"
+    with pytest.raises(MemoryFault, match=where):
+        run("""
+            s_load_dwordx2 s[4:5], s[0:1], 0x0
+            s_waitcnt lgkmcnt(0)
+            v_lshlrev_b32_e32 v1, 4, v0
+            v_mov_b32_e32 v5, s5
+            v_add_u32_e32 v4, s4, v1
+            global_load_dword v2, v[4:5], off
+            s_waitcnt vmcnt(0)
+            s_endpgm""", buffer=np.zeros(1000, np.uint8))
+
+
+def test_reading_a_load_destination_before_waitcnt_is_a_hazard():
+    with pytest.raises(HazardError, match=r"reads v2 before the load .*vmcnt"):
+        run("""
+            s_load_dwordx2 s[4:5], s[0:1], 0x0
+            s_waitcnt lgkmcnt(0)
+            v_mov_b32_e32 v5, s5
+            v_mov_b32_e32 v4, s4
+            global_load_dword v2, v[4:5], off
+            v_add_u32_e32 v3, 1, v2
+            s_endpgm""")
+    with pytest.raises(HazardError, match="reads s4 before"):
+        run("""
+            s_load_dwordx2 s[4:5], s[0:1], 0x0
+            s_add_i32 s6, s4, 1
+            s_endpgm""")
+
+
+def test_scalar_loads_complete_only_with_lgkmcnt_zero():
+    # An LDS read and a scalar load in flight: lgkmcnt(1) guarantees neither the scalar
+    # load (out of order) ...
+    with pytest.raises(HazardError, match="reads s4"):
+        run("""
+            v_mov_b32_e32 v1, 0
+            s_load_dwordx2 s[4:5], s[0:1], 0x0
+            ds_read_b32 v2, v1
+            s_waitcnt lgkmcnt(1)
+            s_add_i32 s6, s4, 1
+            s_endpgm""", lds=256)
+    # ... nor the LDS read issued after it.
+    with pytest.raises(HazardError, match="reads v2"):
+        run("""
+            v_mov_b32_e32 v1, 0
+            s_load_dwordx2 s[4:5], s[0:1], 0x0
+            ds_read_b32 v2, v1
+            s_waitcnt lgkmcnt(1)
+            v_add_u32_e32 v3, 1, v2
+            s_endpgm""", lds=256)
+
+
+LDS_EXCHANGE = """
+    v_lshrrev_b32_e32 v1, 6, v0
+    v_and_b32_e32 v2, 63, v0
+    v_lshlrev_b32_e32 v3, 2, v2
+    v_cmp_eq_u32_e32 vcc, 0, v1
+    s_and_saveexec_b64 s[4:5], vcc
+    ds_write_b32 v3, v0
+    s_or_b64 exec, exec, s[4:5]
+    s_waitcnt lgkmcnt(0)
+    {barrier}
+    ds_read_b32 v4, v3
+    s_waitcnt lgkmcnt(0)
+    s_endpgm"""
+
+
+def test_lds_exchange_with_barrier_has_no_race():
+    report, _ = run(LDS_EXCHANGE.format(barrier="s_barrier"), lds=256, threads=128)
+    assert report.races == []
+    assert (report.last_waves[1].v[4] == np.arange(64)).all()
+
+
+def test_missing_barrier_is_reported_as_a_race_with_both_instructions():
+    report, _ = run(LDS_EXCHANGE.format(barrier=""), lds=256, threads=128)
+    assert len(report.races) == 1
+    race = report.races[0]
+    assert race.kind == "read-after-write" and (race.first_wave, race.second_wave) == (0, 1)
+    assert "ds_write_b32 v3, v0" in race.first and "ds_read_b32 v4, v3" in race.second
+
+
+def test_lds_write_not_waited_for_before_the_barrier_is_a_hazard():
+    body = LDS_EXCHANGE.replace("    s_waitcnt lgkmcnt(0)\n    {barrier}", "    s_barrier")
+    with pytest.raises(HazardError, match="outstanding write of wave 0"):
+        run(body, lds=256, threads=128)
+
+
+def test_barrier_deadlock_and_instruction_budget():
+    with pytest.raises(BarrierDeadlock, match=r"waves \[1\] wait at s_barrier"):
+        run("""
+            v_cmp_gt_u32_e32 vcc, 64, v0
+            v_readfirstlane_b32 s2, v0
+            s_cmp_eq_u32 s2, 0
+            s_cbranch_scc1 .LBB0_1
+            s_barrier
+        .LBB0_1:
+            s_endpgm""", threads=128)
+    with pytest.raises(BudgetExceeded, match="ran more than 1000 instructions"):
+        run("""
+        .LBB0_1:
+            s_add_i32 s2, s2, 1
+            s_branch .LBB0_1""", budget=1000)
+
+
+def test_unknown_opcode_is_named():
+    with pytest.raises(UnknownOpcode, match="v_frobnicate_b32"):
+        run("v_frobnicate_b32 v1, v2\ns_endpgm")
