@@ -9,6 +9,8 @@ Environment variables (read by :func:`settings_from_env`):
 - ``INDUCTOR_FLYDSL_SHIPPED=0`` stops layering the DBs shipped in the package.
 - ``INDUCTOR_FLYDSL_BUCKETS=0`` stops serving unseen M from its dynamic-M bucket (the sweep
   sets it: it must measure every problem it is given).
+- ``INDUCTOR_FLYDSL_REUSE=0`` never hands Inductor a recorded winner: every GEMM is
+  benchmarked again and recorded (``sweep --remeasure``/``--remeasure-noisy`` set it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ENV_DB = "INDUCTOR_FLYDSL_DB"
 ENV_MODE = "INDUCTOR_FLYDSL_MODE"
 ENV_SHIPPED = "INDUCTOR_FLYDSL_SHIPPED"
 ENV_BUCKETS = "INDUCTOR_FLYDSL_BUCKETS"
+ENV_REUSE = "INDUCTOR_FLYDSL_REUSE"
 
 
 class Mode(enum.StrEnum):
@@ -58,6 +61,7 @@ class Settings:
     mode: Mode
     use_shipped: bool
     use_buckets: bool = True
+    reuse: bool = True  # False: measure and record again, never reuse a recorded winner
 
 
 def settings_from_env(db_path: str | os.PathLike[str] | None = None,
@@ -69,7 +73,8 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
     return Settings(db_path=path.expanduser(), mode=chosen,
                     use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
-                    use_buckets=not _falsy(os.environ.get(ENV_BUCKETS)))
+                    use_buckets=not _falsy(os.environ.get(ENV_BUCKETS)),
+                    reuse=not _falsy(os.environ.get(ENV_REUSE)))
 
 
 def _falsy(value: str | None) -> bool:

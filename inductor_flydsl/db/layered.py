@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 from ..device import DeviceInfo
+from ..noise import Confidence
 from ..problem import Problem
 from ..settings import Mode, Settings
 from ..software import SoftwareInfo
@@ -129,13 +130,18 @@ class LayeredTuningDB:
             warn_once(f"write:{db.path}:{type(exc).__name__}",
                       f"inductor_flydsl: could not write {db.path}: {exc}")
 
+    def can_write(self) -> bool:
+        """Whether a selection would be recorded (readwrite mode, a usable user DB)."""
+        return self._writable_db() is not None
+
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
-                         results: list[CandidateResult]) -> bool:
+                         results: list[CandidateResult],
+                         confidence: Confidence | None = None) -> bool:
         db = self._writable_db()
         if db is None:
             return False
         try:
-            db.record_selection(device, software, problem, results)
+            db.record_selection(device, software, problem, results, confidence)
             return True
         except sqlite3.Error as exc:
             self._write_failed(db, exc)

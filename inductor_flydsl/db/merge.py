@@ -1,8 +1,10 @@
 """``db merge SRC... --into DST``.
 
 Conflict rule, per (device, software, problem):
-- winners: the faster measured winner wins; on a tie DST keeps its own;
-- results: rows DST lacks are added; DST keeps its own row for a candidate it has;
+- winners: the more confident winner wins (``high`` over unknown over ``low``, see
+  ``store.rank_of``); of two equally confident ones the faster; on a tie DST keeps its own;
+- results: rows DST lacks are added; DST keeps its own row for a candidate it has, unless
+  SRC's row is more confident;
 - misses: counts add up, first/last seen widen;
 - compile catalog and sweep status: rows DST lacks are added (a failed sweep status in DST
   is replaced by a finished one from SRC).
@@ -19,7 +21,7 @@ from pathlib import Path
 import sqlite_utils
 
 from .open import open_db
-from .store import TuningDB
+from .store import TuningDB, rank_of
 from .verify import verify_db
 
 
@@ -61,13 +63,13 @@ def _merge_one(src: sqlite_utils.Database, dst: sqlite_utils.Database, src_path:
             src.query("select * from results")]
     dst.table("results").insert_all(rows, pk=(*key, "candidate_id"), ignore=True)
     report.results_added += dst.table("results").count - before
+    _upgrade_results(dst, rows)
     for w in src.query("select * from winners"):
         w["run_id"] = runs.get(w["run_id"], None)
-        current = list(dst.query("select time_ms from winners where device_id = ? and"
-                                 " software_id = ? and problem_id = ?",
+        current = list(dst.query("select time_ms, confidence from winners where"
+                                 " device_id = ? and software_id = ? and problem_id = ?",
                                  [w["device_id"], w["software_id"], w["problem_id"]]))
-        if current and not (w["time_ms"] is not None and current[0]["time_ms"] is not None
-                            and w["time_ms"] < current[0]["time_ms"]):
+        if current and not _better(w, current[0]):
             report.winners_kept += 1
             continue
         dst.table("winners").upsert(w, pk=key)
@@ -108,6 +110,26 @@ def _merge_one(src: sqlite_utils.Database, dst: sqlite_utils.Database, src_path:
                                  [s["device_id"], s["software_id"], s["item_id"]]))
         if not current or (current[0]["status"] != "done" and s["status"] == "done"):
             dst.table("sweep_status").upsert(s, pk=sweep_key)
+
+
+def _better(src: dict, dst: dict) -> bool:
+    """SRC's winner replaces DST's: more confident, or as confident and faster."""
+    src_rank, dst_rank = rank_of(src.get("confidence")), rank_of(dst.get("confidence"))
+    if src_rank != dst_rank:
+        return src_rank > dst_rank
+    return (src["time_ms"] is not None and dst["time_ms"] is not None
+            and src["time_ms"] < dst["time_ms"])
+
+
+def _upgrade_results(dst: sqlite_utils.Database, rows: list[dict]) -> None:
+    """SRC result rows more confident than DST's row of the same candidate replace it."""
+    key = ("device_id", "software_id", "problem_id", "candidate_id")
+    for row in rows:
+        current = list(dst.query(
+            "select confidence from results where device_id = ? and software_id = ? and"
+            " problem_id = ? and candidate_id = ?", [row[k] for k in key]))
+        if current and rank_of(row.get("confidence")) > rank_of(current[0]["confidence"]):
+            dst.table("results").upsert(row, pk=key)
 
 
 def merge_dbs(sources: list[Path], into: Path) -> MergeReport:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from .migrations import OLDEST_MIGRATABLE, MigrationError, migrate
 from .schema import APPLICATION, SCHEMA_VERSION, TABLES, create_schema
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -79,7 +80,9 @@ def _can_write_beside(path: Path) -> bool:
     return os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
 
 
-def check_schema(db: sqlite_utils.Database, path: Path) -> None:
+def check_schema(db: sqlite_utils.Database, path: Path) -> int:
+    """Raise UnusableDB unless ``db`` is a tuning DB this package can read; return its
+    schema version (older versions are readable and migrated by writers)."""
     try:
         names = set(db.table_names())
     except sqlite3.DatabaseError as exc:
@@ -98,12 +101,13 @@ def check_schema(db: sqlite_utils.Database, path: Path) -> None:
     if version > SCHEMA_VERSION:
         raise UnusableDB(f"{path} has schema version {version}, newer than this "
                          f"inductor_flydsl understands ({SCHEMA_VERSION}); upgrade the package")
-    if version < SCHEMA_VERSION:
+    if version < OLDEST_MIGRATABLE:
         raise UnusableDB(f"{path} has schema version {version}, older than "
-                         f"{SCHEMA_VERSION}, and no migration exists")
+                         f"{OLDEST_MIGRATABLE}, and no migration exists")
     missing = set(TABLES) - names
     if missing:
         raise UnusableDB(f"{path} lacks tables: {', '.join(sorted(missing))}")
+    return version
 
 
 def _create_new(path: Path) -> None:
@@ -158,10 +162,12 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     try:
         db = sqlite_utils.Database(conn, execute_plugins=False)
-        check_schema(db, path)
+        version = check_schema(db, path)
         if writable and str(db.journal_mode).lower() != "wal":
             db.enable_wal()  # e.g. after `db pack` switched it to the rollback journal
-    except (sqlite3.DatabaseError, UnusableDB) as exc:
+        if writable and version < SCHEMA_VERSION:
+            migrate(db, path)  # backs the old file up next to it first
+    except (sqlite3.DatabaseError, UnusableDB, MigrationError) as exc:
         conn.close()
         # SQLite may have created empty -wal/-shm files next to a file we refuse: remove
         # those (and only those) so a bad file is left exactly as it was found.
@@ -172,6 +178,8 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
                     side.unlink()
         if isinstance(exc, UnusableDB):
             raise
+        if isinstance(exc, MigrationError):
+            raise UnusableDB(str(exc)) from exc
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     return db
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .migrations import migrate
 from .open import check_file, check_schema
+from .schema import SCHEMA_VERSION
 from .verify import verify_db
 
 
@@ -21,7 +23,8 @@ def pack_db(path: Path) -> list[str]:
     conn = sqlite3.connect(path, isolation_level=None, timeout=30)
     try:
         db = sqlite_utils.Database(conn, execute_plugins=False)
-        check_schema(db, path)
+        if check_schema(db, path) < SCHEMA_VERSION:
+            migrate(db, path)  # a packed file is always current (old one kept as .bak)
         conn.execute("pragma wal_checkpoint(truncate)")
         conn.execute("pragma journal_mode=delete")
         conn.execute("vacuum")

@@ -1,4 +1,4 @@
-"""Tables of the tuning DB (schema version 1), created through sqlite-utils.
+"""Tables of the tuning DB (schema version 2), created through sqlite-utils.
 
 Every value is a plain column or JSON text; nothing is ever pickled. Ids are
 ``keys.stable_id`` hashes of the JSON description of a device, software stack, problem or
@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import sqlite_utils
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # older files are migrated in place by db/migrations.py
 APPLICATION = "inductor_flydsl"
+
+# Added in version 2 (issue 15). ``confidence`` is "high", "low" or NULL (unknown: a row
+# written before version 2); ``samples`` is the JSON list of the repeated timings (ms).
+RESULT_SPREAD_COLUMNS: dict[str, type] = {
+    "repeats": int, "median_ms": float, "iqr_ms": float, "cv": float, "samples": str,
+    "confidence": str}
+# ``machine`` is the JSON of the load seen while measuring (noise.MachineLoad).
+WINNER_CONFIDENCE_COLUMNS: dict[str, type] = {
+    "confidence": str, "confidence_reason": str, "repeats": int, "iqr_ms": float,
+    "runner_up_ms": float, "busy": int, "machine": str}
 
 # table -> (columns, primary key)
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
@@ -23,11 +33,14 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                   "batch": int, "dtype": str, "layout": str, "spec": str}, "id"),
     "results": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
                  "backend": str, "name": str, "config": str, "time_ms": float, "status": str,
-                 "error": str, "run_id": int, "recorded_at": str},
+                 "error": str, "run_id": int, "recorded_at": str,
+                 # v2: spread of the timing and the confidence of its selection
+                 **RESULT_SPREAD_COLUMNS},
                 ("device_id", "software_id", "problem_id", "candidate_id")),
     "winners": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
                  "backend": str, "name": str, "time_ms": float, "run_id": int,
-                 "recorded_at": str},
+                 "recorded_at": str,
+                 **WINNER_CONFIDENCE_COLUMNS},  # v2
                 ("device_id", "software_id", "problem_id")),
     "misses": ({"device_id": str, "software_id": str, "problem_id": str, "count": int,
                 "first_seen": str, "last_seen": str},
@@ -38,7 +51,11 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                          "flydsl": str, "ok": int, "error": str, "vgprs": int, "agprs": int,
                          "sgprs": int, "lds_bytes": int, "scratch_bytes": int,
                          "vgpr_spills": int, "sgpr_spills": int, "mfma": str,
-                         "compile_s": float, "run_id": int, "recorded_at": str},
+                         "compile_s": float, "run_id": int, "recorded_at": str,
+                         # compile-check --emulate: the ISA emulator's verdict (written
+                         # with alter=True, so catalogs made before these columns work)
+                         "emulated": int, "emulation_ok": int, "max_abs_err": float,
+                         "emulation_error": str},
                         ("arch", "template_hash", "config_id", "op", "dtype", "layout",
                          "flydsl")),
     # Offline sweep progress per sweep item (op, shape, dtype, layout), for --resume.

@@ -20,6 +20,7 @@ import sqlite_utils
 
 from ..device import DeviceInfo
 from ..keys import canonical_json
+from ..noise import CONFIDENT, LOW, Confidence, Spread
 from ..problem import Problem
 from ..software import SoftwareInfo
 from .open import BUSY_TIMEOUT_MS, LOCK_RETRIES, open_db, write_transaction
@@ -43,6 +44,7 @@ class CandidateResult:
     time_ms: float | None
     status: str = STATUS_OK
     error: str = ""
+    spread: Spread | None = None  # repeated timings, for the finalists a selection re-measured
 
     @property
     def usable(self) -> bool:
@@ -58,11 +60,37 @@ class Winner:
     time_ms: float | None
     source: str  # path of the DB that held it
     config: dict[str, Any] = field(default_factory=dict)  # the winner's stored config
+    confidence: str | None = None  # "high", "low", None: unknown (recorded before v2)
+    repeats: int | None = None
+    iqr_ms: float | None = None
 
 
 def pick_winner(results: list[CandidateResult]) -> CandidateResult | None:
     usable = [r for r in results if r.usable]
     return min(usable, key=lambda r: (r.time_ms, r.candidate_id)) if usable else None
+
+
+# Confidence rank of a stored result: high > unknown (NULL) > low.
+RANKS = {CONFIDENT: 2, None: 1, LOW: 0}
+RANK_SQL = "(case confidence when 'high' then 2 when 'low' then 0 else 1 end)"
+
+
+def rank_of(level: str | None) -> int:
+    return RANKS.get(level, 1)
+
+
+def _result_row(keys: dict[str, str], r: CandidateResult, level: str | None, run_id: int,
+                now: str) -> dict[str, Any]:
+    spread = r.spread if r.usable else None
+    return {**keys, "candidate_id": r.candidate_id, "backend": r.backend, "name": r.name,
+            "config": canonical_json(r.config),
+            "time_ms": (spread.median if spread else r.time_ms) if r.usable else None,
+            "status": r.status, "error": r.error[:4000], "run_id": run_id,
+            "recorded_at": now, "repeats": spread.repeats if spread else None,
+            "median_ms": spread.median if spread else None,
+            "iqr_ms": spread.iqr if spread else None, "cv": spread.cv if spread else None,
+            "samples": json.dumps([round(x, 6) for x in spread.samples]) if spread else None,
+            "confidence": level}
 
 
 class TuningDB:
@@ -77,6 +105,8 @@ class TuningDB:
         self.lock_retries = lock_retries
         self._lock = threading.RLock()
         self._run_id: int | None = None
+        # a read-only file of schema version 1 lacks the spread/confidence columns
+        self.has_confidence = "confidence" in db.table("winners").columns_dict
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, writable: bool, tool: str = "torch.compile",
@@ -123,9 +153,12 @@ class TuningDB:
 
     # ---- reads ----------------------------------------------------------------------
     def lookup_winner(self, device_id: str, software_id: str, problem_id: str) -> Winner | None:
+        extra = (", w.confidence, w.repeats, w.iqr_ms" if self.has_confidence else
+                 ", null as confidence, null as repeats, null as iqr_ms")
         with self._lock:
             rows = list(self.db.query(
-                "select w.candidate_id, w.backend, w.name, w.time_ms, r.config from winners w"
+                "select w.candidate_id, w.backend, w.name, w.time_ms, r.config" + extra +
+                " from winners w"
                 " left join results r on r.device_id = w.device_id and"
                 " r.software_id = w.software_id and r.problem_id = w.problem_id and"
                 " r.candidate_id = w.candidate_id where w.device_id = ? and w.software_id = ?"
@@ -135,38 +168,63 @@ class TuningDB:
         row = rows[0]
         return Winner(candidate_id=str(row["candidate_id"]), backend=str(row["backend"]),
                       name=str(row["name"] or ""), time_ms=row["time_ms"], source=str(self.path),
-                      config=decode_config(row["config"]))
+                      config=decode_config(row["config"]), confidence=row["confidence"],
+                      repeats=row["repeats"], iqr_ms=row["iqr_ms"])
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
-                         results: list[CandidateResult]) -> None:
+                         results: list[CandidateResult],
+                         confidence: Confidence | None = None) -> None:
         """Store every candidate's result, then the winner, in one commit.
 
-        The winner is the fastest ``ok`` result recorded for the problem on this device and
-        software, these results and earlier ones alike: a partial autotune (a backend
-        turned off) never replaces a faster winner measured before.
+        Confidence ranks results: ``high`` over unknown (rows from before schema v2, or a
+        caller that measured no spread) over ``low``. A result never replaces a stored
+        result of the same candidate with a higher rank, and the winner is the fastest
+        ``ok`` result of the highest rank recorded for the problem on this device and
+        software, these results and earlier ones alike: a noisy autotune never replaces
+        a confident winner, a confident one replaces a noisy one, and a partial autotune
+        (a backend turned off) never replaces a faster winner of the same rank.
         """
         now = utc_now()
+        level = confidence.level if confidence is not None else None
         with self.transaction():
             run_id = self.run_id()
             self._upsert_keys(device, software, problem)
             keys = {"device_id": device.id, "software_id": software.id, "problem_id": problem.id}
+            stored = {row["candidate_id"]: rank_of(row["confidence"]) for row in self.db.query(
+                "select candidate_id, confidence from results where device_id = ? and"
+                " software_id = ? and problem_id = ?", [device.id, software.id, problem.id])}
+            rows = [_result_row(keys, r, level, run_id, now) for r in results
+                    if stored.get(r.candidate_id, -1) <= rank_of(level)]
             self.db.table("results").upsert_all(
-                [{**keys, "candidate_id": r.candidate_id, "backend": r.backend,
-                  "name": r.name, "config": canonical_json(r.config),
-                  "time_ms": r.time_ms if r.usable else None, "status": r.status,
-                  "error": r.error[:4000], "run_id": run_id, "recorded_at": now}
-                 for r in results],
-                pk=("device_id", "software_id", "problem_id", "candidate_id"))
+                rows, pk=("device_id", "software_id", "problem_id", "candidate_id"))
             best = list(self.db.query(
-                "select candidate_id, backend, name, time_ms, run_id from results where"
-                " device_id = ? and software_id = ? and problem_id = ? and status = 'ok'"
-                " and time_ms is not null order by time_ms, candidate_id limit 1",
+                "select candidate_id, backend, name, time_ms, run_id, recorded_at, repeats,"
+                " iqr_ms, confidence from results where device_id = ? and software_id = ?"
+                " and problem_id = ? and status = 'ok' and time_ms is not null order by "
+                f"{RANK_SQL} desc, time_ms, candidate_id limit 1",
                 [device.id, software.id, problem.id]))
             if best:
-                self.db.table("winners").upsert(
-                    {**keys, **best[0], "recorded_at": now},
-                    pk=("device_id", "software_id", "problem_id"))
+                self._store_winner(keys, best[0], confidence, now)
+
+    def _store_winner(self, keys: dict[str, str], best: dict[str, Any],
+                      confidence: Confidence | None, now: str) -> None:
+        current = list(self.db.query(
+            "select candidate_id from winners where device_id = ? and software_id = ? and"
+            " problem_id = ?", [keys["device_id"], keys["software_id"], keys["problem_id"]]))
+        fresh = best.pop("recorded_at") == now  # measured by this selection
+        if not fresh and current and current[0]["candidate_id"] == best["candidate_id"]:
+            return  # an earlier, better-ranked winner stays as it was recorded
+        row = {**keys, **best, "recorded_at": now}
+        if fresh and confidence is not None:
+            machine = confidence.machine
+            row.update(confidence_reason=confidence.reason,
+                       runner_up_ms=confidence.runner_up_ms,
+                       busy=int(machine.busy) if machine is not None else None,
+                       machine=machine.to_text() if machine is not None else None)
+        elif not fresh:
+            row["confidence_reason"] = "kept: an earlier result of a higher rank"
+        self.db.table("winners").upsert(row, pk=("device_id", "software_id", "problem_id"))
 
     def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
         now = utc_now()

@@ -37,6 +37,7 @@ from ..problem import Problem
 from ..software import current_software
 from .candidates import backend_of, candidate_id, config_of
 from .ir_problem import problem_from_ir
+from .remeasure import with_confidence
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -137,6 +138,8 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
                         f"db:{winner.source}", "hits")
         state.stats.bump("stale")
         log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
+    if not state.tuning_db.settings.reuse:
+        return choices  # re-measuring (INDUCTOR_FLYDSL_REUSE=0): benchmark, then record
                  "autotuning normally", winner.name or winner.candidate_id, problem.summary())
         return choices
     state.stats.bump("misses")
@@ -207,7 +210,12 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         device = _device_of(layout)
         results = [_result_of(choice, t) for choice, t in timings.items()]
         state.stats.bump("benchmarked")
-        if state.tuning_db.record_selection(device, current_software(), problem, results):
+        confidence = None
+        if state.tuning_db.can_write():  # finalists re-measured: spread and machine load
+            results, confidence = with_confidence(results, list(timings), timings,
+                                                  input_nodes, layout)
+        if state.tuning_db.record_selection(device, current_software(), problem, results,
+                                            confidence):
             state.stats.bump("recorded")
         best = pick_winner(results)
         if best is not None:

@@ -1,0 +1,115 @@
+"""In-place schema migrations of tuning DB files, one small step per version.
+
+``MIGRATIONS`` lists the steps in order; step ``to_version = N`` turns a version ``N - 1``
+file into a version ``N`` one. A writer that opens an older file (``open_db(...,
+writable=True)``, ``db pack``) first copies it to ``<name>.v<old>.bak`` next to it (the
+SQLite backup API, so a WAL's committed pages are included), then runs every pending
+step in one ``BEGIN IMMEDIATE`` transaction, re-reading the version inside it so two
+processes opening the same old file migrate it once. A failed step rolls back and leaves
+the file as it was. Read-only opens never migrate: the read path treats the columns an
+older file lacks as unknown.
+
+To add version N: append ``Migration(N, "what changes", step)`` with a step that only
+adds (columns, tables, indexes), bump ``schema.SCHEMA_VERSION`` and describe the new
+columns in ``schema.TABLES`` (fresh files are created from ``TABLES`` directly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from .schema import RESULT_SPREAD_COLUMNS, SCHEMA_VERSION, WINNER_CONFIDENCE_COLUMNS
+
+
+@dataclass(frozen=True)
+class Migration:
+    to_version: int
+    description: str
+    step: Callable[[sqlite_utils.Database], None]
+
+
+def _add_columns(db: sqlite_utils.Database, table: str, columns: dict[str, type]) -> None:
+    existing = set(db.table(table).columns_dict)
+    for name, kind in columns.items():
+        if name not in existing:
+            db.table(table).add_column(name, kind)
+
+
+def _v2_spread_and_confidence(db: sqlite_utils.Database) -> None:
+    _add_columns(db, "results", RESULT_SPREAD_COLUMNS)
+    _add_columns(db, "winners", WINNER_CONFIDENCE_COLUMNS)
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(2, "results: repeats, median/IQR/CV, samples, confidence; winners: "
+                 "confidence, reason, spread, runner-up, machine load",
+              _v2_spread_and_confidence),
+]
+OLDEST_MIGRATABLE = MIGRATIONS[0].to_version - 1
+
+
+class MigrationError(Exception):
+    """A migration step failed; the file was left at its old version."""
+
+
+def read_version(db: sqlite_utils.Database) -> int:
+    rows = list(db.query("select value from meta where key = 'schema_version'"))
+    return int(rows[0]["value"]) if rows else 0
+
+
+def pending(version: int) -> list[Migration]:
+    return [m for m in MIGRATIONS if version < m.to_version <= SCHEMA_VERSION]
+
+
+def backup_path(path: Path, version: int) -> Path:
+    return path.with_name(f"{path.name}.v{version}.bak")
+
+
+def write_backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
+    """Copy the DB (as ``conn`` sees it) to ``<name>.v<version>.bak`` unless one exists."""
+    target = backup_path(path, version)
+    if target.exists():
+        return target
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        out = sqlite3.connect(str(tmp))
+        try:
+            conn.backup(out)
+        finally:
+            out.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, target)  # another process's identical backup may be there first
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
+
+
+def migrate(db: sqlite_utils.Database, path: Path) -> int:
+    """Bring ``db`` (the file ``path``, open for writing) to ``SCHEMA_VERSION``; returns
+    the version it had. No-op for a current file."""
+    from .open import write_transaction
+
+    version = read_version(db)
+    if not pending(version):
+        return version
+    write_backup(db.conn, path, version)
+    with write_transaction(db):
+        start = read_version(db)  # another process may have migrated it meanwhile
+        for migration in pending(start):
+            try:
+                migration.step(db)
+            except sqlite3.Error as exc:
+                raise MigrationError(f"{path}: migration to schema version "
+                                     f"{migration.to_version} failed ({exc}); the file "
+                                     f"is unchanged") from exc
+            db.execute("update meta set value = ? where key = 'schema_version'",
+                       [str(migration.to_version)])
+    return version
