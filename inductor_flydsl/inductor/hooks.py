@@ -118,6 +118,8 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
             _report_error("adding plugin choices", exc)
     if len(choices) < 2:
         return choices  # nothing to choose between: no lookup, no miss
+    if not state.tuning_db.settings.reuse:
+        return choices  # re-measuring (INDUCTOR_FLYDSL_REUSE=0): benchmark, then record
     try:
         return _reuse_winner(state, ctx, choices)
     except Exception as exc:
@@ -138,8 +140,6 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
                         f"db:{winner.source}", "hits")
         state.stats.bump("stale")
         log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
-    if not state.tuning_db.settings.reuse:
-        return choices  # re-measuring (INDUCTOR_FLYDSL_REUSE=0): benchmark, then record
                  "autotuning normally", winner.name or winner.candidate_id, problem.summary())
         return choices
     state.stats.bump("misses")
