@@ -48,7 +48,7 @@ def bucket_problem(problem: Problem) -> tuple[Problem, int] | None:
     """The problem at M's bucket size, or None when M has no bucket (or is the bucket)."""
     m = problem.mnk[0]
     target = bucket_m(m)
-    if target is None or (target == m and not problem.dynamic):
+    if target is None or (target == m and not problem.dynamic) or len(problem.output.size) < 2:
         return None
     out_axis = len(problem.output.size) - 2
     inputs = []

@@ -24,7 +24,11 @@ class Stats:
     recorded: int = 0  # autotune selections written to the DB
     benchmarked: int = 0  # autotune selections Inductor benchmarked
     errors: int = 0  # plugin errors swallowed so the compile went on
+    # autotune calls whose problem is outside the definition of a valid problem: not looked
+    # up, not recorded; reasons in ``refusals`` and in the DB's misses table
+    refused: int = 0
     decisions: list[Decision] = field(default_factory=list)
+    refusals: list[dict[str, str]] = field(default_factory=list)  # {"op", "reason"}
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bump(self, name: str, amount: int = 1) -> None:
@@ -35,13 +39,20 @@ class Stats:
         with self._lock:
             self.decisions.append(decision)
 
+    def add_refusal(self, op: str, reason: str) -> None:
+        with self._lock:
+            self.refused += 1
+            self.refusals.append({"op": op, "reason": reason})
+
     def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {
                 "hits": self.hits, "bucket_hits": self.bucket_hits, "misses": self.misses,
                 "stale": self.stale,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
-                "errors": self.errors, "decisions": [asdict(d) for d in self.decisions],
+                "errors": self.errors, "refused": self.refused,
+                "refusals": [dict(r) for r in self.refusals],
+                "decisions": [asdict(d) for d in self.decisions],
             }
 
 

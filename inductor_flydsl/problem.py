@@ -1,13 +1,25 @@
 """A GEMM problem as the tuning DB keys it, independent of Inductor's IR objects.
 
-A problem is the op name Inductor autotunes (``mm``, ``addmm``, ``bmm``, ``baddbmm``, or a
-CPU op such as ``packed_linear``), the dtype/size/stride of every input, the output
-size and dtype, and the epilogue scalars (alpha, beta). GEMM dims M, N, K and the batch are
-derived for filtering and reports; they are not part of the key.
+A problem is the op name Inductor autotunes (``mm``, ``addmm``, ``bmm``, ``baddbmm``, a
+CPU op such as ``packed_linear`` or ``qlinear_unary``, ...), the dtype/size/stride of every
+input (0-D scale and zero-point tensors included), the output size and dtype, the epilogue
+scalars (alpha, beta) and every other attribute that changes the op's result (``attrs``:
+e.g. a quantized linear's post-op name and arguments, output scale, zero-point and dtype).
+GEMM dims M, N, K and the batch are derived for filtering and reports; they are not part
+of the key.
+
+:func:`Problem.from_spec` is the one definition of a valid problem: the hooks run every
+problem through it before anything is written (:func:`checked`), and every DB tool reads
+problems back through it. A spec it rejects raises :class:`InvalidProblem`; a spec from a
+newer plugin (fields this version does not know) raises :class:`UnknownProblem`. Both are
+``ValueError`` subclasses with a one-line reason.
 """
 
 from __future__ import annotations
 
+import enum
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,29 +27,119 @@ from .keys import canonical_json, stable_id
 
 # Ops whose first input is the bias/accumulator rather than the left operand.
 OPS_WITH_LEADING_BIAS = frozenset({"addmm", "baddbmm"})
-MAX_DIM = 1 << 40
+# Bounds of a valid problem. Generous on purpose: they only keep untrusted DB rows (and
+# absurd IR) from exhausting memory or producing ids nobody can look up.
+MAX_DIM = 1 << 40  # per size or stride entry
+MAX_RANK = 16
+MAX_INPUTS = 64
+MAX_ATTRS = 32
+MAX_ATTR_ITEMS = 64  # entries of one list-valued attribute
+MAX_ATTR_DEPTH = 3  # nesting of list-valued attributes
+MAX_STR = 256
+MAX_SPEC_CHARS = 64 * 1024
+MAX_INT = 1 << 63
+SPEC_FIELDS = frozenset({"op", "inputs", "output", "epilogue", "attrs"})
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_DTYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+Scalar = bool | int | float | str | None
+AttrValue = Scalar | tuple[Any, ...]
+
+
+class InvalidProblem(ValueError):
+    """A problem spec outside the one definition of a valid problem (the reason says why)."""
+
+
+class UnknownProblem(InvalidProblem):
+    """A spec with fields this version does not know (written by a newer plugin)."""
+
+
+def _require(ok: bool, reason: str) -> None:
+    if not ok:
+        raise InvalidProblem(reason)
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    _require(isinstance(value, int) and not isinstance(value, bool),
+             f"{what} must be an integer, not {type(value).__name__}")
+    _require(low <= value <= high, f"{what} {value} is outside [{low}, {high}]")
+    return int(value)
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    _require(isinstance(value, list | tuple), f"{what} must be a list")
+    _require(len(value) <= MAX_RANK, f"{what} has rank {len(value)} (at most {MAX_RANK})")
+    return tuple(_int(x, f"{what} entry", 0, MAX_DIM) for x in value)
+
+
+def _dtype(value: Any, what: str) -> str:
+    _require(isinstance(value, str) and _DTYPE.fullmatch(value) is not None,
+             f"{what} dtype {value!r} is not a dtype name")
+    return value
+
+
+def _name(value: Any, what: str) -> str:
+    _require(isinstance(value, str) and _NAME.fullmatch(value) is not None,
+             f"{what} {value!r} is not an identifier of at most 128 characters")
+    return value
+
+
+def _dict(value: Any, what: str) -> dict[str, Any]:
+    _require(isinstance(value, dict), f"{what} must be a JSON object, not "
+             f"{type(value).__name__}")
+    return value
+
+
+def attr_value(value: Any, what: str, depth: int = 0) -> AttrValue:
+    """An attribute value in its key form: JSON scalars and (nested) lists as tuples.
+    Enums and torch dtypes become their names; anything else is refused."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, int):
+        return _int(value, what, -MAX_INT, MAX_INT)
+    if isinstance(value, float):
+        _require(math.isfinite(value), f"{what} is {value} (only finite numbers are keyed)")
+        return value
+    if isinstance(value, str):
+        _require(len(value) <= MAX_STR and value.isprintable(),
+                 f"{what} is not a printable string of at most {MAX_STR} characters")
+        return value
+    if isinstance(value, list | tuple):
+        _require(depth < MAX_ATTR_DEPTH, f"{what} nests lists deeper than {MAX_ATTR_DEPTH}")
+        _require(len(value) <= MAX_ATTR_ITEMS, f"{what} has {len(value)} items "
+                 f"(at most {MAX_ATTR_ITEMS})")
+        return tuple(attr_value(v, what, depth + 1) for v in value)
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value).removeprefix("torch.")
+    raise InvalidProblem(f"{what} has a value of type {type(value).__name__}, "
+                         "which a problem key cannot hold")
+
+
+def _attr_json(value: AttrValue) -> Any:
+    return [_attr_json(v) for v in value] if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
 class TensorSpec:
-    dtype: str  # short torch dtype name: "float32", "bfloat16", ...
-    size: tuple[int, ...]
+    dtype: str  # short torch dtype name: "float32", "bfloat16", "uint8", ...
+    size: tuple[int, ...]  # () for a 0-D (scalar) tensor
     stride: tuple[int, ...]
 
     def as_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "size": list(self.size), "stride": list(self.stride)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TensorSpec:
-        dtype = data["dtype"]
-        size = tuple(int(x) for x in data["size"])
-        stride = tuple(int(x) for x in data["stride"])
-        if not isinstance(dtype, str) or not dtype.isidentifier():
-            raise ValueError(f"bad dtype {dtype!r}")
-        if len(size) != len(stride) or not 0 < len(size) <= 4:
-            raise ValueError(f"bad tensor rank: size {size}, stride {stride}")
-        if any(not 0 <= x <= MAX_DIM for x in size + stride):
-            raise ValueError(f"tensor dims out of range: size {size}, stride {stride}")
+    def from_json(cls, data: Any, what: str = "tensor") -> TensorSpec:
+        data = _dict(data, what)
+        _require(set(data) == {"dtype", "size", "stride"}, f"{what} must have exactly "
+                 f"dtype, size and stride, not {sorted(map(str, data))}")
+        dtype = _dtype(data["dtype"], what)
+        size = _int_list(data["size"], f"{what} size")
+        stride = _int_list(data["stride"], f"{what} stride")
+        _require(len(size) == len(stride),
+                 f"{what} size {list(size)} and stride {list(stride)} differ in rank")
         return cls(dtype=dtype, size=size, stride=stride)
 
 
@@ -47,40 +149,66 @@ class Problem:
     inputs: tuple[TensorSpec, ...]
     output: TensorSpec
     epilogue: tuple[tuple[str, float | int | bool], ...] = ()
+    # Other attributes that change the result, sorted by name (see ``attr_value``).
+    attrs: tuple[tuple[str, AttrValue], ...] = ()
     # True when some size was symbolic and its hint was used (dynamic shapes).
     dynamic: bool = field(default=False, compare=False)
 
     def spec(self) -> dict[str, Any]:
-        """The JSON document that identifies the problem (stored in ``problems.spec``)."""
-        return {
+        """The JSON document that identifies the problem (stored in ``problems.spec``).
+        ``attrs`` appears only when non-empty, so ids of problems without attributes are
+        the ones earlier versions wrote."""
+        spec: dict[str, Any] = {
             "op": self.op,
             "inputs": [t.as_json() for t in self.inputs],
             "output": {"dtype": self.output.dtype, "size": list(self.output.size)},
             "epilogue": dict(self.epilogue),
         }
+        if self.attrs:
+            spec["attrs"] = {k: _attr_json(v) for k, v in self.attrs}
+        return spec
 
     @property
     def id(self) -> str:
         return stable_id(self.spec())
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> Problem:
-        """Rebuild and validate a problem read back from a DB (untrusted input)."""
-        op = spec["op"]
-        if not isinstance(op, str) or not op.replace("_", "").isalnum() or len(op) > 64:
-            raise ValueError(f"bad op name {op!r}")
-        inputs = tuple(TensorSpec.from_json(t) for t in spec["inputs"])
-        if not 1 <= len(inputs) <= 8:
-            raise ValueError(f"bad number of inputs: {len(inputs)}")
-        out = spec["output"]
-        size = tuple(int(x) for x in out["size"])
-        output = TensorSpec.from_json({"dtype": out["dtype"], "size": size,
-                                       "stride": contiguous_stride(size)})
-        epilogue = tuple(sorted((str(k), v) for k, v in dict(spec.get("epilogue", {})).items()
-                                if isinstance(v, int | float | bool)))
-        return cls(op=op, inputs=inputs, output=output, epilogue=epilogue)
+    def from_spec(cls, spec: Any) -> Problem:
+        """Rebuild and validate a problem read back from a DB (untrusted input).
 
-    # ---- GEMM view -------------------------------------------------------------------
+        Raises :class:`InvalidProblem` (or :class:`UnknownProblem`), never another error.
+        """
+        spec = _dict(spec, "problem spec")
+        unknown = sorted(str(k) for k in set(spec) - SPEC_FIELDS)
+        if unknown:
+            raise UnknownProblem(f"spec has fields this version does not know: {unknown}")
+        for key in ("op", "inputs", "output"):
+            _require(key in spec, f"spec lacks {key!r}")
+        op = _name(spec["op"], "op name")
+        raw_inputs = spec["inputs"]
+        _require(isinstance(raw_inputs, list), "inputs must be a list")
+        _require(1 <= len(raw_inputs) <= MAX_INPUTS,
+                 f"{len(raw_inputs)} inputs (1 to {MAX_INPUTS} allowed)")
+        inputs = tuple(TensorSpec.from_json(t, f"input {i}") for i, t in enumerate(raw_inputs))
+        out = _dict(spec["output"], "output")
+        _require(set(out) == {"dtype", "size"},
+                 f"output must have exactly dtype and size, not {sorted(map(str, out))}")
+        size = _int_list(out["size"], "output size")
+        output = TensorSpec(_dtype(out["dtype"], "output"), size, contiguous_stride(size))
+        epilogue = tuple(sorted(_epilogue_item(k, v) for k, v in
+                                _dict(spec.get("epilogue", {}), "epilogue").items()))
+        attrs = _dict(spec.get("attrs", {}), "attrs")
+        _require(bool(attrs) or "attrs" not in spec, "attrs is present but empty")
+        _require(len(attrs) <= MAX_ATTRS, f"{len(attrs)} attrs (at most {MAX_ATTRS})")
+        problem = cls(op=op, inputs=inputs, output=output, epilogue=epilogue,
+                      attrs=tuple(sorted((_name(k, "attr name"), attr_value(v, f"attr {k}"))
+                                         for k, v in attrs.items())))
+        text = canonical_json(problem.spec())
+        _require(len(text) <= MAX_SPEC_CHARS,
+                 f"spec is {len(text)} characters (at most {MAX_SPEC_CHARS})")
+        return problem
+
+    # ---- GEMM view (defined for every valid problem, 0-D tensors included) ------------
     def _operands(self) -> tuple[TensorSpec, TensorSpec | None]:
         start = 1 if self.op in OPS_WITH_LEADING_BIAS and len(self.inputs) >= 3 else 0
         a = self.inputs[start]
@@ -90,12 +218,14 @@ class Problem:
     @property
     def mnk(self) -> tuple[int, int, int]:
         a, _ = self._operands()
-        m, n = self.output.size[-2], self.output.size[-1]
-        return m, n, a.size[-1]
+        out = self.output.size
+        m = out[-2] if len(out) >= 2 else 1
+        n = out[-1] if out else 1
+        return m, n, a.size[-1] if a.size else 1
 
     @property
     def batch(self) -> int:
-        return self.output.size[0] if len(self.output.size) == 3 else 1
+        return math.prod(self.output.size[:-2]) if len(self.output.size) > 2 else 1
 
     @property
     def dtype(self) -> str:
@@ -107,7 +237,7 @@ class Problem:
 
         The second letter is ``t`` when B (K x N) is stored column-major, i.e. as an N x K
         row-major matrix, the usual weight layout of ``nn.Linear``. ``-`` where unknown
-        (a prepacked CPU weight).
+        (a prepacked CPU weight, a 0-D scale).
         """
         a, b = self._operands()
         return _major(a) + (_major(b) if b is not None else "-")
@@ -116,14 +246,48 @@ class Problem:
         m, n, k = self.mnk
         batch = f"{self.batch}x" if self.batch > 1 else ""
         extras = " ".join(f"{k}={v}" for k, v in self.epilogue)
+        attrs = " ".join(f"{k}={_attr_text(v)}" for k, v in self.attrs
+                         if v not in (None, "", ()))
         text = f"{self.op} {self.dtype} {batch}{m}x{n}x{k} {self.layout}"
-        return f"{text} {extras}".strip()
+        return f"{text} {extras} {attrs}".strip().replace("  ", " ")[:500]
 
     def as_row(self) -> dict[str, Any]:
         m, n, k = self.mnk
         return {"id": self.id, "op": self.op, "summary": self.summary(), "m": m, "n": n,
                 "k": k, "batch": self.batch, "dtype": self.dtype, "layout": self.layout,
                 "spec": canonical_json(self.spec())}
+
+
+def _epilogue_item(key: Any, value: Any) -> tuple[str, float | int | bool]:
+    name = _name(key, "epilogue name")
+    _require(isinstance(value, bool | int | float),
+             f"epilogue {name} must be a number, not {type(value).__name__}")
+    if isinstance(value, float):
+        _require(math.isfinite(value), f"epilogue {name} is {value}")
+    elif not isinstance(value, bool):
+        _int(value, f"epilogue {name}", -MAX_INT, MAX_INT)
+    return name, value
+
+
+def checked(problem: Problem) -> Problem:
+    """``problem`` if it is valid by the same definition the DB tools read with
+    (:meth:`Problem.from_spec`), else :class:`InvalidProblem` with the reason. The hooks
+    call this before a problem is looked up or written."""
+    try:
+        again = Problem.from_spec(problem.spec())
+    except InvalidProblem:
+        raise
+    except ValueError as exc:  # canonical JSON refused a value (NaN) or similar
+        raise InvalidProblem(str(exc)) from exc
+    _require(again.spec() == problem.spec(),
+             f"{problem.op}: the spec does not read back as the same problem")
+    return problem
+
+
+def _attr_text(value: AttrValue) -> str:
+    if isinstance(value, tuple):
+        return ",".join(_attr_text(v) for v in value)
+    return str(value)
 
 
 def _major(t: TensorSpec) -> str:

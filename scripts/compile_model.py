@@ -46,6 +46,9 @@ def main() -> None:
     parser.add_argument("--backends", default=None,
                         help="max_autotune_gemm_backends, e.g. ATEN,TRITON or ATEN,TRITON,FLYDSL")
     parser.add_argument("--out", default=None, help="save the output tensor here")
+    parser.add_argument("--model", default="mlp", choices=["mlp", "gemm-suite"],
+                        help="mlp (--dims, --batch, --dtype) or gemm-suite: every CPU GEMM "
+                        "lowering the plugin records (scripts/gemm_suite.py; needs torchao)")
     args = parser.parse_args()
 
     import torch._inductor.config as inductor_config
@@ -58,14 +61,21 @@ def main() -> None:
 
         inductor_flydsl.enable(args.db, args.db_mode)
     dtype = getattr(torch, args.dtype)
-    model = build_model([int(d) for d in args.dims.split(",")], seed=0).to(args.device, dtype)
-    x = torch.randn(args.batch, model[0].in_features, generator=torch.Generator().manual_seed(1))
-    x = x.to(args.device, dtype)
+    if args.model == "gemm-suite":
+        from gemm_suite import build_gemm_suite  # beside this script
+
+        model, inputs = build_gemm_suite()
+    else:
+        model = build_model([int(d) for d in args.dims.split(",")], seed=0).to(args.device,
+                                                                             dtype)
+        x = torch.randn(args.batch, model[0].in_features,
+                        generator=torch.Generator().manual_seed(1))
+        inputs = (x.to(args.device, dtype),)
     mode = None if args.mode == "default" else args.mode
     start = time.perf_counter()
     with torch.no_grad():
         compiled = torch.compile(model, mode=mode)
-        y = compiled(x)
+        y = compiled(*inputs)
     compile_s = time.perf_counter() - start
     if args.out:
         torch.save(y.cpu(), args.out)

@@ -8,11 +8,13 @@ import json
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from ..db import queries
 from ..db.merge import MergeError, merge_dbs
 from ..db.open import UnusableDB, open_db
 from ..db.pack import pack_db
-from ..db.verify import verify_path
+from ..db.verify import verify_path_report
 from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
 from .output import console, fail, print_json, print_table
@@ -133,8 +135,8 @@ def _show(db, args: argparse.Namespace) -> int:
     for p in problems:
         try:
             bucket = queries.bucket_status(db, Problem.from_spec(json.loads(p["spec"])))
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
-            bucket = {"error": f"bad problem spec: {exc}"}
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            bucket = {"error": f"problem spec not known to this version: {exc}"}
         details.append({"problem": p, **queries.problem_detail(db, p["id"]), "bucket": bucket})
     if args.json:
         print_json(details)
@@ -146,12 +148,15 @@ def _show(db, args: argparse.Namespace) -> int:
                     [(r["arch"], r["backend"], r["name"], r["time_ms"], r["status"],
                       "*" if r["is_winner"] else "", (r["error"] or "")[:60])
                      for r in d["results"]])
+        for w in d["winners"]:  # confidence and spread of each recorded winner
+            console.print(f"  winner on {w['arch']}: {w['winner']} {w['time_ms']} ms, "
+                          f"{queries.describe_confidence(w)}", markup=False)
         for m in d["misses"]:
             console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
         b = d["bucket"]
         if b.get("bucket_m") is None:
             console.print(f"  dynamic-M bucket: none (M={b.get('m')} is over the largest bucket)"
-                          if "error" not in b else f"  {b['error']}")
+                          if "error" not in b else f"  {escape(b['error'])}")
         elif b["bucket_problem_id"] is None:
             console.print(f"  dynamic-M bucket: M={b['bucket_m']} (this problem itself)")
         else:
@@ -175,15 +180,20 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    """Exit 1 when some file is corrupt; rows this version merely does not know (and
+    problems refused at record time) are listed as notes and do not fail."""
     paths = args.paths or [args.db or _default_db()]
     bad = 0
     for path in paths:
-        problems = verify_path(path)
-        if problems:
+        report = verify_path_report(path)
+        if report.errors:
             bad += 1
-            console.print(f"[red]{path}: {len(problems)} problem(s)[/red]")
-            for line in problems:
-                console.print(f"  {line}")
+            console.print(f"[red]{path}: {len(report.errors)} problem(s)[/red]")
+            for line in report.errors:
+                console.print(f"  {escape(line)}")
         else:
-            console.print(f"{path}: ok")
+            console.print(f"{path}: ok" + (f" ({len(report.notes)} note(s))"
+                                          if report.notes else ""))
+        for line in report.notes:
+            console.print(f"  note: {escape(line)}")
     return 1 if bad else 0

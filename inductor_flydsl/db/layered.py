@@ -155,3 +155,13 @@ class LayeredTuningDB:
             db.record_miss(device, software, problem)
         except sqlite3.Error as exc:
             self._write_failed(db, exc)
+
+    def record_refusal(self, device: DeviceInfo, software: SoftwareInfo, op: str,
+                       reason: str) -> None:
+        db = self._writable_db()
+        if db is None:
+            return
+        try:
+            db.record_refusal(device, software, op, reason)
+        except sqlite3.Error as exc:
+            self._write_failed(db, exc)

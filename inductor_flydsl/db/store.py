@@ -230,11 +230,35 @@ class TuningDB:
         now = utc_now()
         with self.transaction():
             self._upsert_keys(device, software, problem)
-            self.db.execute(
-                "insert into misses (device_id, software_id, problem_id, count, first_seen,"
-                " last_seen) values (?, ?, ?, 1, ?, ?) on conflict (device_id, software_id,"
-                " problem_id) do update set count = count + 1, last_seen = excluded.last_seen",
-                [device.id, software.id, problem.id, now, now])
+            self._count_miss(device, software, problem.id, now)
+
+    def record_refusal(self, device: DeviceInfo, software: SoftwareInfo, op: str,
+                       reason: str) -> None:
+        """A problem outside the definition of a valid problem: never written to
+        ``problems``; counted in ``misses`` under ``refusal_id(op, reason)``."""
+        now = utc_now()
+        with self.transaction():
+            self.db.table("devices").upsert(device.as_row(), pk="id")
+            self.db.table("software").upsert(software.as_row(), pk="id")
+            self._count_miss(device, software, refusal_id(op, reason), now)
+
+    def _count_miss(self, device: DeviceInfo, software: SoftwareInfo, problem_id: str,
+                    now: str) -> None:
+        self.db.execute(
+            "insert into misses (device_id, software_id, problem_id, count, first_seen,"
+            " last_seen) values (?, ?, ?, 1, ?, ?) on conflict (device_id, software_id,"
+            " problem_id) do update set count = count + 1, last_seen = excluded.last_seen",
+            [device.id, software.id, problem_id, now, now])
+
+
+REFUSED_PREFIX = "refused:"
+
+
+def refusal_id(op: str, reason: str) -> str:
+    """The ``misses.problem_id`` of a refused problem: it carries the op and the reason
+    (there is no ``problems`` row to point at)."""
+    text = " ".join(f"{op}: {reason}".split())
+    return f"{REFUSED_PREFIX}{''.join(c if c.isprintable() else '?' for c in text)[:300]}"
 
 
 def decode_config(text: str | None) -> dict[str, Any]:

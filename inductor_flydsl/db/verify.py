@@ -1,22 +1,38 @@
-"""``db verify``: schema and row checks of a tuning DB (all values treated as untrusted)."""
+"""``db verify``: schema and row checks of a tuning DB (all values treated as untrusted).
+
+Two kinds of findings:
+- errors: real corruption (a spec that is not JSON or not the content its id hashes,
+  rows pointing at missing rows, impossible values); ``db verify`` exits 1 and
+  ``db merge`` refuses the file;
+- notes: intact rows this version does not know (a problem spec with fields of a newer
+  plugin, or outside this version's bounds, whose id still matches its content) and
+  problems refused at record time; reported, exit 0, merged as they are.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlite_utils
 
 from ..device import DeviceInfo
 from ..keys import stable_id
-from ..problem import Problem
+from ..problem import InvalidProblem, Problem, UnknownProblem
 from ..software import SoftwareInfo
 from .open import UnusableDB, open_db
-from .store import STATUS_OK, STATUSES
+from .store import REFUSED_PREFIX, STATUS_OK, STATUSES
 
 MAX_REPORTED = 50
+
+
+@dataclass
+class VerifyReport:
+    errors: list[str] = field(default_factory=list)  # corruption: exit 1
+    notes: list[str] = field(default_factory=list)  # intact but unknown here: exit 0
 
 
 def _json_dict(text: object) -> bool:
@@ -31,8 +47,38 @@ def _rows(db: sqlite_utils.Database, sql: str) -> list[dict]:
 
 
 def verify_db(db: sqlite_utils.Database) -> list[str]:
-    """Every problem found, as one line each (empty list: the DB is sound)."""
-    issues: list[str] = []
+    """Every corruption found, one line each (empty list: the DB is sound)."""
+    return verify_report(db).errors
+
+
+def _check_problem(row: dict, report: VerifyReport) -> None:
+    where = f"problems row {row['id']!r} ({str(row.get('summary'))[:80]!r})"
+    try:
+        raw = json.loads(row["spec"])
+    except (json.JSONDecodeError, TypeError, RecursionError) as exc:
+        report.errors.append(f"{where}: bad spec: not JSON ({exc})")
+        return
+    try:
+        intact = stable_id(raw) == row["id"]
+    except (TypeError, ValueError, RecursionError) as exc:
+        report.errors.append(f"{where}: bad spec: cannot be hashed ({exc})")
+        return
+    if not intact:
+        report.errors.append(f"{where}: bad spec: the id does not match its spec "
+                             "(corrupt or edited)")
+        return
+    try:
+        Problem.from_spec(raw)
+    except UnknownProblem as exc:
+        report.notes.append(f"{where}: not known to this version ({exc}); kept as is")
+    except InvalidProblem as exc:
+        report.notes.append(f"{where}: outside this version's definition of a problem "
+                            f"({exc}); kept as is, never served")
+
+
+def verify_report(db: sqlite_utils.Database) -> VerifyReport:
+    report = VerifyReport()
+    issues = report.errors
     integrity = [r[0] for r in db.execute("pragma integrity_check").fetchall()]
     if integrity != ["ok"]:
         issues += [f"integrity: {line}" for line in integrity[:MAX_REPORTED]]
@@ -50,14 +96,11 @@ def verify_db(db: sqlite_utils.Database) -> list[str]:
                             flydsl=str(row["flydsl"]), templates=str(row["templates"]))
         if info.id != row["id"]:
             issues.append(f"software: id {row['id']} does not match its content")
-    for row in _rows(db, "select id, spec from problems"):
-        try:
-            problem = Problem.from_spec(json.loads(row["spec"]))
-            if problem.id != row["id"]:
-                issues.append(f"problems: id {row['id']} does not match its spec")
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError,
-                RecursionError) as exc:
-            issues.append(f"problems: bad spec for {row['id']}: {exc}")
+    for row in _rows(db, "select id, summary, spec from problems"):
+        _check_problem(row, report)
+    for row in db.query("select problem_id, count from misses where problem_id like ?",
+                        [f"{REFUSED_PREFIX}%"]):
+        report.notes.append(f"misses: {row['problem_id']} ({row['count']}x)")
 
     for row in _rows(db, "select * from results"):
         where = f"results: {row['problem_id']}/{row['candidate_id']}"
@@ -84,7 +127,9 @@ def verify_db(db: sqlite_utils.Database) -> list[str]:
             issues.append(f"compile_catalog: bad row {row['template']}/{row['config_id']}")
         elif stable_id(json.loads(row["config"])) != row["config_id"]:
             issues.append(f"compile_catalog: config_id {row['config_id']} does not match")
-    return issues[:MAX_REPORTED * 4]
+    report.errors = issues[:MAX_REPORTED * 4]
+    report.notes = report.notes[:MAX_REPORTED * 4]
+    return report
 
 
 def _orphans(db: sqlite_utils.Database) -> list[str]:
@@ -92,22 +137,30 @@ def _orphans(db: sqlite_utils.Database) -> list[str]:
     for table in ("results", "winners", "misses"):
         for column, target in (("device_id", "devices"), ("software_id", "software"),
                                ("problem_id", "problems")):
+            # a refused problem has no problems row by design (its id holds the reason)
+            refused = (f" and t.problem_id not like '{REFUSED_PREFIX}%'"
+                       if table == "misses" and column == "problem_id" else "")
             n = next(iter(db.query(
                 f"select count(*) as n from {table} t where not exists"
-                f" (select 1 from {target} x where x.id = t.{column})")))["n"]
+                f" (select 1 from {target} x where x.id = t.{column}){refused}")))["n"]
             if n:
                 issues.append(f"{table}: {n} rows reference a missing {target} row")
     return issues
 
 
 def verify_path(path: Path) -> list[str]:
+    """The corruption found in the file at ``path`` (see :func:`verify_path_report`)."""
+    return verify_path_report(path).errors
+
+
+def verify_path_report(path: Path) -> VerifyReport:
     try:
         db = open_db(path, writable=False)
     except UnusableDB as exc:
-        return [str(exc)]
+        return VerifyReport(errors=[str(exc)])
     try:
-        return verify_db(db)
+        return verify_report(db)
     except sqlite3.DatabaseError as exc:
-        return [f"{path}: {exc}"]
+        return VerifyReport(errors=[f"{path}: {exc}"])
     finally:
         db.close()

@@ -33,7 +33,7 @@ from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, pick_winner
 from ..device import describe_device
-from ..problem import Problem
+from ..problem import InvalidProblem, Problem
 from ..software import current_software
 from .candidates import backend_of, candidate_id, config_of
 from .ir_problem import problem_from_ir
@@ -56,13 +56,33 @@ _current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextV
     "inductor_flydsl_selection", default=None)
 
 
-GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mm_plus_mm", "int_mm",
-                      "scaled_mm", "scaled_mm_v2"})
+# Every GEMM lowering of torch 2.13/2.14 that calls Inductor's selector, GPU and CPU.
+GEMM_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "mm_plus_mm", "int_mm", "scaled_mm", "scaled_mm_v2",
+    "sparse_semi_structured_mm", "grouped_mm", "scaled_grouped_mm",
+    # CPU (mkldnn and weight-only-quantized lowerings)
+    "packed_linear", "linear_unary", "linear_binary", "qlinear_unary", "qlinear_binary",
+    "grouped_gemm", "_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu",
+})
+# Selector calls that are not recorded, and why (the README lists them too).
+EXCLUDED_OPS = {
+    "b2b_gemm": "two fused GEMMs with a pointwise subgraph between them; the subgraph "
+                "changes the result and is code, not a keyable attribute",
+    "convolution": "not a GEMM; stride, padding, dilation and groups are not inputs",
+    "convolution_bwd_weight": "not a GEMM (convolution backward)",
+    "convolution_bwd_input": "not a GEMM (convolution backward)",
+}
 
 
 def is_gemm_op(name: str) -> bool:
-    """GEMM lowerings, GPU and CPU (``packed_linear``, ``linear_unary``, ...)."""
-    return name in GEMM_OPS or "linear" in name or name.endswith("_mm")
+    """GEMM lowerings, GPU and CPU. Names outside ``GEMM_OPS`` that still look like a
+    GEMM (a linear or ``*_mm`` op of a newer torch) are recorded too; attention
+    (``flex_*``), convolution, ``b2b_gemm`` and user custom-op autotuning are not."""
+    if name in GEMM_OPS:
+        return True
+    if name in EXCLUDED_OPS or name.startswith("flex_"):
+        return False
+    return "linear" in name or name.endswith("_mm")
 
 
 class PluginState:
@@ -127,8 +147,22 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
         return choices
 
 
+def _refuse(state: PluginState, ctx: SelectionContext, reason: str) -> None:
+    """The problem is outside the definition of a valid problem: not looked up, never
+    written; the reason goes to ``stats()['refusals']`` and to the DB's misses table."""
+    state.stats.add_refusal(ctx.name, reason)
+    warn_once(f"refused:{ctx.name}:{reason}",
+              f"inductor_flydsl: {ctx.name} is not looked up or recorded: {reason}")
+    state.tuning_db.record_refusal(_device_of(ctx.layout), current_software(), ctx.name,
+                                   reason)
+
+
 def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> list[Any]:
-    problem = _problem(ctx, choices)
+    try:
+        problem = _problem(ctx, choices)
+    except InvalidProblem as exc:
+        _refuse(state, ctx, str(exc))
+        return choices
     device, software = _device_of(ctx.layout), current_software()
     db = state.tuning_db
     # A dynamic problem's candidates are compiled for symbolic M: only a bucket can serve.
@@ -201,7 +235,10 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         return
     try:
         layout = next(iter(timings)).layout
-        problem = problem_from_ir(name, input_nodes, layout, choices)
+        try:
+            problem = problem_from_ir(name, input_nodes, layout, choices)
+        except InvalidProblem:
+            return  # refused (and counted) when the selection started
         if problem.dynamic:
             # timings of kernels compiled for symbolic M, taken at one hint: not a
             # measurement of the static problem; the bucket was recorded as a miss instead
