@@ -96,8 +96,8 @@ def _cpu_total_busy() -> tuple[int, int] | None:
     return total - idle, total
 
 
-def _proc_cpu(pid: str) -> tuple[str, int] | None:
-    """(command name, utime + stime jiffies of every thread) of one process."""
+def _proc_cpu(pid: str) -> tuple[str, int, int] | None:
+    """(command name, utime + stime jiffies of every thread, session id) of a process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -106,13 +106,13 @@ def _proc_cpu(pid: str) -> tuple[str, int] | None:
     name = text[text.find("(") + 1:text.rfind(")")]
     rest = text[text.rfind(")") + 2:].split()
     try:
-        return name, int(rest[11]) + int(rest[12])
+        return name, int(rest[11]) + int(rest[12]), int(rest[3])
     except (IndexError, ValueError):
         return None
 
 
-def _all_procs() -> dict[str, tuple[str, int]]:
-    found: dict[str, tuple[str, int]] = {}
+def _all_procs() -> dict[str, tuple[str, int, int]]:
+    found: dict[str, tuple[str, int, int]] = {}
     with contextlib.suppress(OSError):
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -184,9 +184,11 @@ class MachineLoad:
 
 
 @contextlib.contextmanager
-def watch_machine(gpu_index: int | None = None) -> Iterator[MachineLoad]:
-    """Measure what other processes (not this one, nor its threads) use while the body
-    runs. Linux only; elsewhere ``others_cpu`` stays None (unknown)."""
+def watch_machine(gpu_index: int | None = None,
+                  exclude_sessions: set[int] | None = None) -> Iterator[MachineLoad]:
+    """Measure what other processes (not this one, nor its threads, nor processes of
+    ``exclude_sessions``) use while the body runs. Linux only; elsewhere ``others_cpu``
+    stays None (unknown)."""
     load = MachineLoad(cpus=cpu_count(), note=os.environ.get(ENV_BUSY_NOTE, ""))
     with contextlib.suppress(OSError, AttributeError):
         load.loadavg_1m = round(os.getloadavg()[0], 2)
@@ -198,34 +200,43 @@ def watch_machine(gpu_index: int | None = None) -> Iterator[MachineLoad]:
     finally:
         load.window_s = round(time.monotonic() - start, 3)
         after, procs_after = _cpu_total_busy(), _all_procs()
-        _fill_cpu(load, before, after, procs_before, procs_after, me)
+        _fill_cpu(load, before, after, procs_before, procs_after, me,
+                  exclude_sessions or set())
         if gpu_index is not None:
             load.gpu = gpu_state(gpu_index)
 
 
 def _fill_cpu(load: MachineLoad, before: tuple[int, int] | None,
-              after: tuple[int, int] | None, procs_before: dict[str, tuple[str, int]],
-              procs_after: dict[str, tuple[str, int]], me: str) -> None:
+              after: tuple[int, int] | None,
+              procs_before: dict[str, tuple[str, int, int]],
+              procs_after: dict[str, tuple[str, int, int]], me: str,
+              exclude_sessions: set[int]) -> None:
     if before is None or after is None or after[1] <= before[1]:
         return
     wall_ticks = (after[1] - before[1]) / load.cpus  # jiffies per CPU in the window
-    mine = procs_after.get(me, ("", 0))[1] - procs_before.get(me, ("", 0))[1]
-    others = max(0, (after[0] - before[0]) - mine)
+
+    def used(pid: str) -> int:
+        return procs_after[pid][1] - procs_before.get(pid, ("", 0, 0))[1]
+
+    ours = [pid for pid, info in procs_after.items()
+            if pid == me or info[2] in exclude_sessions]
+    others = max(0, (after[0] - before[0]) - sum(used(pid) for pid in ours))
     load.others_cpu = round(others / wall_ticks, 3) if wall_ticks else None
     deltas = []
-    for pid, (name, used) in procs_after.items():
-        if pid == me:
+    for pid, (name, _, _) in procs_after.items():
+        if pid in ours:
             continue
-        delta = used - procs_before.get(pid, (name, 0))[1]
+        delta = used(pid)
         if delta > 0 and wall_ticks:
             deltas.append({"pid": int(pid), "name": name, "cpu": round(delta / wall_ticks, 3)})
     deltas.sort(key=lambda p: -p["cpu"])
     load.top_others = deltas[:TOP_OTHERS]
 
 
-def probe_machine(window_s: float = 1.0, gpu_index: int | None = None) -> MachineLoad:
+def probe_machine(window_s: float = 1.0, gpu_index: int | None = None,
+                  exclude_sessions: set[int] | None = None) -> MachineLoad:
     """Watch the machine for ``window_s`` seconds while this process sleeps."""
-    with watch_machine(gpu_index) as load:
+    with watch_machine(gpu_index, exclude_sessions) as load:
         time.sleep(window_s)
     return load
 

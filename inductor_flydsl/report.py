@@ -12,6 +12,10 @@ problem's results (status ``ok``):
 Geomeans are given per (device, baseline) only: speedups over different baselines or on
 different devices are not averaged together.
 
+Confidence (schema version 2): each winner is ``high``, ``low`` (measured on a busy machine,
+or not separated from the runner-up beyond the noise) or unknown (recorded before version
+2). The report counts the low-confidence winners and lists them apart from the others.
+
 The ``baseline`` column says which was used. Coverage lists the problems recorded as
 misses that still have no winner for the same device and software: shapes a shipped DB
 silently lacks at run time.
@@ -34,8 +38,13 @@ BASELINE_NON_WINNER = "best non-winner"
 PROBLEM_COLUMNS = [
     "device", "arch", "problem", "op", "m", "n", "k", "batch", "dtype", "layout",
     "winner_backend", "winner", "winner_ms", "candidates", "ok_candidates", "baseline",
-    "baseline_backend", "baseline_name", "baseline_ms", "speedup", "problem_id",
+    "baseline_backend", "baseline_name", "baseline_ms", "speedup", "confidence",
+    "winner_iqr_ms", "winner_repeats", "runner_up_ms", "confidence_reason", "problem_id",
     "device_id", "software_id", "torch"]
+CONFIDENCE_SQL = ("w.confidence, w.iqr_ms as winner_iqr_ms, w.repeats as winner_repeats,"
+                  " w.runner_up_ms, w.confidence_reason")
+NO_CONFIDENCE_SQL = ("null as confidence, null as winner_iqr_ms, null as winner_repeats,"
+                     " null as runner_up_ms, null as confidence_reason")
 
 
 def _frame(db: sqlite_utils.Database, sql: str) -> pd.DataFrame:
@@ -66,10 +75,12 @@ def _baseline(group: pd.DataFrame, winner_candidate: str) -> tuple[str, pd.Serie
 
 def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
     """One row per (device, software, problem) with a winner."""
-    winners = _frame(db, """
+    spread = (CONFIDENCE_SQL if "confidence" in db.table("winners").columns_dict
+              else NO_CONFIDENCE_SQL)
+    winners = _frame(db, f"""
         select w.device_id, w.software_id, w.problem_id, w.candidate_id as winner_candidate,
                w.backend as winner_backend, w.name as winner, w.time_ms as winner_ms,
-               p.summary as problem, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,
+               {spread}, p.summary as problem, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,
                d.arch, d.name as device_name, d.compute_units, s.torch
         from winners w join problems p on p.id = w.problem_id
         join devices d on d.id = w.device_id join software s on s.id = w.software_id""")
@@ -107,6 +118,13 @@ class Report:
     sweep: pd.DataFrame  # device, status, items
 
     @property
+    def low_confidence(self) -> pd.DataFrame:
+        """Winners recorded low-confidence (noisy), listed apart in the report."""
+        if self.problems.empty:
+            return self.problems
+        return self.problems[self.problems["confidence"] == "low"]
+
+    @property
     def missed_untuned(self) -> pd.DataFrame:
         return self.misses[~self.misses["tuned"]] if not self.misses.empty else self.misses
 
@@ -128,6 +146,9 @@ class Report:
                 "wins": {f"{r.device}|{r.backend}": int(r.wins)
                          for r in self.wins.itertuples()},
                 "failed_candidates": len(self.failed_candidates),
+                "low_confidence_winners": len(self.low_confidence),
+                "confident_winners": int((self.problems["confidence"] == "high").sum())
+                if not self.problems.empty else 0,
                 "catalog_rows": int(self.catalog["configs"].sum())
                 if not self.catalog.empty else 0,
                 **self.coverage()}
@@ -215,6 +236,10 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
            f"- geomean speedup of the winner over its baseline: "
            f"**{'see per device and baseline below' if geo is None else f'{geo:.3f}x'}**",
            f"- candidates that failed (status != ok): {s['failed_candidates']}",
+           f"- low-confidence winners (noisy): **{s['low_confidence_winners']}** of "
+           f"{s['problems']} ({s['confident_winners']} confident, "
+           f"{s['problems'] - s['confident_winners'] - s['low_confidence_winners']} unknown: "
+           "recorded before confidence was measured)",
            f"- missed problems without a winner: **{s['missed_untuned']}** of "
            f"{s['missed_problems']} missed", "",
            "Baseline: `aten/triton` = the faster of ATen and Triton (whichever were "
@@ -225,11 +250,14 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
         out += ["No winners recorded.", ""]
     else:
         out += [markdown_table(
-            report.problems,
+            report.problems[report.problems["confidence"] != "low"],
             ["device", "problem", "winner_backend", "winner", "winner_ms", "baseline",
-             "baseline_backend", "baseline_ms", "speedup", "candidates"],
+             "baseline_backend", "baseline_ms", "speedup", "candidates", "confidence",
+             "winner_iqr_ms"],
             ["device", "problem", "backend", "winner", "winner ms", "baseline",
-             "baseline backend", "baseline ms", "speedup", "candidates"]), ""]
+             "baseline backend", "baseline ms", "speedup", "candidates", "confidence",
+             "IQR ms"]), ""]
+        out += _noisy_section(report)
         out += ["## Wins per backend", "", markdown_table(report.wins), ""]
         out += ["## Geomean speedup", "", markdown_table(report.geomeans), ""]
     if plot_path:
@@ -259,6 +287,21 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if not report.sweep.empty:
         out += ["## Sweep status", "", markdown_table(report.sweep), ""]
     return "\n".join(out)
+
+
+def _noisy_section(report: Report) -> list[str]:
+    noisy = report.low_confidence
+    if noisy.empty:
+        return []
+    return ["## Low-confidence winners (noisy)", "",
+            "Measured on a busy machine, or not separated from the runner-up beyond the "
+            "noise; a confident measurement replaces them "
+            "(`inductor-flydsl sweep --remeasure-noisy`).", "",
+            markdown_table(noisy, ["device", "problem", "winner_backend", "winner",
+                                   "winner_ms", "winner_iqr_ms", "runner_up_ms",
+                                   "confidence_reason"],
+                           ["device", "problem", "backend", "winner", "winner ms",
+                            "IQR ms", "runner-up ms", "why"]), ""]
 
 
 def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:

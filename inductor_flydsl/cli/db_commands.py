@@ -149,8 +149,7 @@ def _show(db, args: argparse.Namespace) -> int:
                       "*" if r["is_winner"] else "", (r["error"] or "")[:60])
                      for r in d["results"]])
         for w in d["winners"]:  # confidence and spread of each recorded winner
-            console.print(f"  winner on {w['arch']}: {w['winner']} {w['time_ms']} ms, "
-                          f"{queries.describe_confidence(w)}", markup=False)
+            console.print(f"  winner on {queries.describe_winner(w)}", markup=False)
         for m in d["misses"]:
             console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
         b = d["bucket"]

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..db.open import UnusableDB, open_db
-from ..db.queries import bucket_status, parse_shape
+from ..db.queries import bucket_status, describe_winner, parse_shape
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
 from ..problem import synthetic_problem
 from ..settings import settings_from_env
@@ -110,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         elif db_info["exact_winner_archs"]:
             console.print(f"tuning DB {db_path}: exact winner recorded on "
                           f"{', '.join(db_info['exact_winner_archs'])}")
+            for w in db_info.get("exact_winners", []):  # confidence and spread
+                console.print(f"  {describe_winner(w)}", markup=False)
         elif db_info["bucket_winner_archs"]:
             console.print(f"tuning DB {db_path}: no exact winner; served by the dynamic-M "
                           f"bucket M={db_info['bucket_m']} (winners on "

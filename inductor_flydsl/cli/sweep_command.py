@@ -22,8 +22,15 @@ from rich.progress import (
 
 from ..db.open import UnusableDB, open_db
 from ..settings import default_db_path, settings_from_env
+from ..sweep.busy import POLICIES, default_policy
 from ..sweep.items import ItemError, SweepItem, parse_shard
-from ..sweep.presets import PRESETS, items_from_misses, parse_shapes_csv, preset
+from ..sweep.presets import (
+    PRESETS,
+    items_from_misses,
+    items_from_noisy,
+    parse_shapes_csv,
+    preset,
+)
 from ..sweep.runner import (
     DONE,
     FAILED,
@@ -53,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         help="CSV with columns op,M,N,K,batch,dtype,layout")
     source.add_argument("--from-misses", action="store_true",
                         help="the problems the DB recorded as misses and has no winner for")
+    source.add_argument("--remeasure-noisy", action="store_true",
+                        help="measure again the problems whose winner is low-confidence "
+                             "(a confident result then replaces it)")
     p.add_argument("--db", type=Path, default=None,
                    help=f"tuning DB to fill (default: $INDUCTOR_FLYDSL_DB or "
                         f"{default_db_path()})")
@@ -73,6 +83,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", default=None,
                    help="cpu, all, or GPU indexes 0,1,... (one worker per GPU in parallel; "
                         "default: GPU 0, else cpu)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="benchmark every item again even when the DB holds its winner")
+    p.add_argument("--on-busy", choices=POLICIES, default=default_policy(),
+                   help="when the machine is busy before an item: wait until it is quiet, "
+                        "backoff (retry later, other items first) or record (run now, "
+                        "recorded low-confidence); default $INDUCTOR_FLYDSL_ON_BUSY or wait")
+    p.add_argument("--busy-max-wait-s", type=float, default=600.0,
+                   help="with wait/backoff, run an item anyway (recorded low-confidence) "
+                        "after the machine stayed busy this long (default 600)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--pack", action="store_true",
@@ -88,9 +107,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_arguments(p)
 
 
+def _noisy_items(db_path: Path, identity: Identity) -> list[SweepItem]:
+    try:
+        db = open_db(db_path, writable=False)
+    except UnusableDB as exc:
+        raise ItemError(f"--remeasure-noisy: {exc}") from exc
+    try:
+        found = items_from_noisy(db, identity.device_id, identity.software_id)
+    finally:
+        db.close()
+    for line in found.unconvertible:
+        err_console.print(f"[yellow]not sweepable: {line}[/yellow]")
+    err_console.print(f"{len(found.items)} low-confidence winners to measure again")
+    if not found.items:
+        raise ItemError("no low-confidence winner for this device and software in the DB")
+    return found.items
+
+
 def _items(args: argparse.Namespace, db_path: Path, identity: Identity) -> list[SweepItem]:
     if args.shapes:
         return parse_shapes_csv(args.shapes)
+    if args.remeasure_noisy:
+        return _noisy_items(db_path, identity)
     if args.from_misses:
         try:
             db = open_db(db_path, writable=False)
@@ -141,6 +179,8 @@ class _ProgressUI:
         if self.enabled:
             style = STATUS_STYLE.get(outcome.status, "white")
             note = outcome.source or (outcome.error.strip().splitlines() or [""])[0][:90]
+            if outcome.busy:
+                note += f" [yellow](noisy: {outcome.busy[:80]})[/yellow]"
             where = f" [GPU {outcome.slot}]" if outcome.slot != "cpu" else ""
             self.progress.console.print(
                 f"[{style}]{outcome.status:>11}[/] {outcome.item.summary()}{where} "
@@ -162,6 +202,9 @@ def print_summary(summary: SweepSummary) -> None:
         ("failed", data["failed"]), ("skipped", data["skipped"]),
         ("interrupted", data["interrupted"]), ("not started", data["not_started"]),
         ("problems tuned", data["problems_tuned"]),
+        ("low-confidence winners", data["low_confidence_winners"]),
+        ("items run on a busy machine", data["ran_on_busy_machine"]),
+        ("waited for a quiet machine (s)", data["busy_waited_s"]),
         *((f"wins: {backend}", n) for backend, n in summary.wins_by_backend.items()),
         ("wall time (s)", f"{summary.wall_s:.1f}"),
         ("problems per minute", f"{summary.problems_per_minute:.2f}"),
@@ -201,7 +244,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     options = SweepOptions(db=db_path, backends=args.backends, resume=args.resume,
                            retry_failed=args.retry_failed, shard=shard_spec,
-                           budget_s=args.budget_s, timeout_s=args.timeout_s)
+                           budget_s=args.budget_s, timeout_s=args.timeout_s,
+                           on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,
+                           remeasure=args.remeasure or args.remeasure_noisy)
     ui = _ProgressUI(enabled=not args.no_progress and not args.json)
     try:
         summary = run_sweep(items, options, slots, identity, on_event=ui.event,

@@ -88,10 +88,52 @@ def find_problems(db: sqlite_utils.Database, ref: str) -> list[dict[str, Any]]:
                          " order by summary", [f"{ref}%", f"%{ref}%"]))
 
 
+def _has_confidence(db: sqlite_utils.Database) -> bool:
+    """Schema version 2 columns present (a read-only version-1 file lacks them)."""
+    return "confidence" in db.table("winners").columns_dict
+
+
+def winner_confidence(db: sqlite_utils.Database, problem_id: str) -> list[dict[str, Any]]:
+    """Each recorded winner of ``problem_id`` with its confidence and spread (None:
+    unknown, recorded before schema version 2)."""
+    extra = ("w.confidence, w.confidence_reason, w.repeats, w.iqr_ms, w.runner_up_ms,"
+             " w.busy" if _has_confidence(db) else
+             "null as confidence, null as confidence_reason, null as repeats,"
+             " null as iqr_ms, null as runner_up_ms, null as busy")
+    return list(db.query(
+        f"select d.arch, w.name as winner, w.backend, w.time_ms, {extra} from winners w"
+        " join devices d on d.id = w.device_id where w.problem_id = ? order by d.arch",
+        [problem_id]))
+
+
+def describe_confidence(row: dict[str, Any]) -> str:
+    """One line: ``confidence high, 5 repeats, IQR 0.0071 ms, runner-up 0.42 ms``."""
+    if row.get("confidence") is None:
+        return "confidence unknown (recorded before timings had a spread)"
+    parts = [f"confidence {row['confidence']}"]
+    if row.get("repeats"):
+        parts.append(f"{row['repeats']} repeats")
+    if row.get("iqr_ms") is not None:
+        parts.append(f"IQR {row['iqr_ms']:.4g} ms")
+    if row.get("runner_up_ms") is not None:
+        parts.append(f"runner-up {row['runner_up_ms']:.4g} ms")
+    text = ", ".join(parts)
+    return f"{text} ({row['confidence_reason']})" if row.get("confidence_reason") else text
+
+
+def describe_winner(row: dict[str, Any]) -> str:
+    """``<arch>: <winner> <ms> ms, <confidence line>`` for ``db show`` and ``explain``."""
+    ms = f"{row['time_ms']:.4g} ms" if row.get("time_ms") is not None else "no time"
+    return f"{row['arch']}: {row['winner']} {ms}, {describe_confidence(row)}"
+
+
 def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]:
+    spread = ("r.repeats, r.iqr_ms, r.confidence" if _has_confidence(db) else
+              "null as repeats, null as iqr_ms, null as confidence")
     results = list(db.query(
         "select d.arch, d.name as device_name, s.torch, s.flydsl, s.templates, r.backend,"
-        " r.name, r.candidate_id, r.config, r.time_ms, r.status, r.error, r.recorded_at,"
+        f" r.name, r.candidate_id, r.config, r.time_ms, {spread}, r.status, r.error,"
+        " r.recorded_at,"
         " (w.candidate_id = r.candidate_id) as is_winner"
         " from results r join devices d on d.id = r.device_id"
         " join software s on s.id = r.software_id"
@@ -101,7 +143,8 @@ def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]
     misses = list(db.query(
         "select d.arch, m.count, m.first_seen, m.last_seen from misses m"
         " join devices d on d.id = m.device_id where m.problem_id = ?", [problem_id]))
-    return {"results": results, "misses": misses}
+    return {"results": results, "misses": misses,
+            "winners": winner_confidence(db, problem_id)}
 
 
 def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
@@ -130,6 +173,7 @@ def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
         " where w.problem_id = ?", [problem.id])]
     bucket = bucket_problem(problem)
     info: dict[str, Any] = {"m": m, "bucket_m": bucket_m(m), "exact_winner_archs": exact,
+                            "exact_winners": winner_confidence(db, problem.id),
                             "bucket_problem_id": None, "bucket_winner_archs": []}
     if bucket is not None:
         info["bucket_problem_id"] = bucket[0].id

@@ -205,3 +205,22 @@ def items_from_misses(db: sqlite_utils.Database, device_id: str | None = None,
         except (ItemError, ValueError, KeyError, TypeError, IndexError) as exc:
             unconvertible.append(f"{row['summary']}: {exc}")
     return MissItems(items=dedupe(items), already_tuned=tuned, unconvertible=unconvertible)
+
+
+def items_from_noisy(db: sqlite_utils.Database, device_id: str,
+                     software_id: str) -> MissItems:
+    """Items for the problems whose winner for this device and software is
+    low-confidence (``sweep --remeasure-noisy``). A file of schema version 1 has none."""
+    if "confidence" not in db.table("winners").columns_dict:
+        return MissItems(items=[], already_tuned=0, unconvertible=[])
+    rows = list(db.query(
+        "select p.summary, p.spec from winners w join problems p on p.id = w.problem_id"
+        " where w.device_id = ? and w.software_id = ? and w.confidence = 'low'"
+        " order by p.summary", [device_id, software_id]))
+    items, unconvertible = [], []
+    for row in rows:
+        try:
+            items.append(item_from_problem(Problem.from_spec(json.loads(row["spec"]))))
+        except (ItemError, ValueError, KeyError, TypeError, IndexError) as exc:
+            unconvertible.append(f"{row['summary']}: {exc}")
+    return MissItems(items=dedupe(items), already_tuned=0, unconvertible=unconvertible)

@@ -34,6 +34,9 @@ from typing import IO, Any
 
 from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
+from ..noise import ENV_BUSY_NOTE
+from ..settings import ENV_REUSE
+from .busy import HOLD, RUN, BusyGate, default_policy
 from .items import ItemError, SweepItem, shard
 from .worker import RESULT_PREFIX
 
@@ -199,6 +202,9 @@ class SweepOptions:
     timeout_s: float = 900.0
     progress: bool = True
     handle_signals: bool = True
+    on_busy: str = field(default_factory=default_policy)  # wait, backoff, record: busy.py
+    busy_max_wait_s: float = 600.0
+    remeasure: bool = False  # workers never reuse a recorded winner (INDUCTOR_FLYDSL_REUSE=0)
 
 
 @dataclass
@@ -210,6 +216,7 @@ class ItemOutcome:
     problem_ids: list[str] = field(default_factory=list)
     source: str = ""  # "autotune", "db" (winner reused) or ""
     slot: str = ""
+    busy: str = ""  # why the machine was found busy before the item (it ran anyway)
 
 
 @dataclass
@@ -225,6 +232,8 @@ class SweepSummary:
     stopped: str | None = None  # "budget", "SIGINT", "SIGTERM"
     wall_s: float = 0.0
     wins_by_backend: dict[str, int] = field(default_factory=dict)
+    low_confidence: list[str] = field(default_factory=list)  # problem ids, winners "low"
+    busy_waited_s: float = 0.0
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -248,12 +257,16 @@ class SweepSummary:
             "reused_from_db": sum(1 for o in self.outcomes if o.status == DONE
                                   and o.source == "db"),
             "problems_tuned": self.problems_tuned, "wins_by_backend": self.wins_by_backend,
+            "low_confidence_winners": len(self.low_confidence),
+            "ran_on_busy_machine": sum(1 for o in self.outcomes if o.busy),
+            "busy_waited_s": round(self.busy_waited_s, 1),
             "wall_s": round(self.wall_s, 2),
             "problems_per_minute": round(self.problems_per_minute, 3),
             "items": [{"item_id": o.item.item_id, "item": o.item.summary(),
                        "status": o.status, "seconds": round(o.seconds, 2),
                        "source": o.source, "problem_ids": o.problem_ids,
-                       "error": o.error[-500:], "slot": o.slot} for o in self.outcomes],
+                       "error": o.error[-500:], "slot": o.slot, "busy": o.busy}
+                      for o in self.outcomes],
         }
 
 
@@ -267,6 +280,7 @@ class _Running:
     workdir: Path
     stdout: IO[bytes]
     stderr: IO[bytes]
+    busy: str = ""
 
 
 def _describe_exit(rc: int) -> str:
@@ -305,7 +319,8 @@ def _result_line(path: Path) -> dict[str, Any] | None:
 def _outcome(run: _Running, rc: int | None, timed_out: float | None,
              identity: Identity) -> ItemOutcome:
     seconds = time.monotonic() - run.started
-    out = ItemOutcome(item=run.item, status=FAILED, seconds=seconds, slot=run.slot.name)
+    out = ItemOutcome(item=run.item, status=FAILED, seconds=seconds, slot=run.slot.name,
+                      busy=run.busy)
     stderr_tail = _tail(run.workdir / "stderr.txt")
     if timed_out is not None:
         out.error = f"timed out after {timed_out:g} s (worker killed)\n{stderr_tail}"
@@ -339,6 +354,7 @@ class SweepRunner:
         self.identity = identity
         self.on_event = on_event or (lambda kind, outcome: None)
         self.stop_signal: int | None = None
+        self.gate = BusyGate(options.on_busy, options.busy_max_wait_s)
         try:
             self.db = TuningDB.open(options.db, writable=True, tool="sweep")
         except Exception as exc:  # UnusableDB, sqlite3.Error, OSError
@@ -379,8 +395,30 @@ class SweepRunner:
                 counts[str(row["backend"])] += 1
         return dict(counts.most_common())
 
+    def low_confidence(self, problem_ids: set[str]) -> list[str]:
+        if not self.db.has_confidence:
+            return []
+        return sorted(str(row["problem_id"]) for row in self.db.db.query(
+            "select problem_id from winners where device_id = ? and software_id = ? and"
+            " confidence = 'low'", [self.identity.device_id, self.identity.software_id])
+            if row["problem_id"] in problem_ids)
+
+    def _next_item(self, pending: list[SweepItem], running: dict[str, _Running],
+                   ) -> tuple[SweepItem | None, str]:
+        """The next item to start (from the end of ``pending``) once the busy gate lets
+        it, and its busy note; None while the gate holds it back."""
+        sessions = {run.proc.pid for run in running.values()}
+        for _ in range(len(pending)):
+            verdict, note = self.gate.check(pending[-1].item_id, sessions)
+            if verdict == RUN:
+                return pending.pop(), note
+            if verdict == HOLD:
+                return None, ""
+            pending.insert(0, pending.pop())  # DEFER: back of the queue
+        return None, ""
+
     # ---- running --------------------------------------------------------------------
-    def _launch(self, item: SweepItem, slot: Slot, root: Path) -> _Running:
+    def _launch(self, item: SweepItem, slot: Slot, root: Path, busy: str = "") -> _Running:
         workdir = Path(tempfile.mkdtemp(prefix=f"{item.item_id}-", dir=root))
         cmd = _worker_cmd("--item", canonical_json(item.to_dict()), "--db",
                           str(self.options.db), "--device", slot.device, "--cache-dir",
@@ -390,13 +428,18 @@ class SweepRunner:
         env = slot.environ(dict(os.environ))
         env["INDUCTOR_FLYDSL_SHIPPED"] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
-        for name in ("INDUCTOR_FLYDSL", "INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE"):
+        for name in ("INDUCTOR_FLYDSL", "INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE",
+                     ENV_BUSY_NOTE):
             env.pop(name, None)
+        if busy:
+            env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
+        if self.options.remeasure:
+            env[ENV_REUSE] = "0"
         stdout = open(workdir / "stdout.txt", "wb")
         stderr = open(workdir / "stderr.txt", "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        return _Running(item, slot, proc, time.monotonic(), workdir, stdout, stderr)
+        return _Running(item, slot, proc, time.monotonic(), workdir, stdout, stderr, busy)
 
     @staticmethod
     def _kill(run: _Running) -> None:
@@ -438,8 +481,10 @@ class SweepRunner:
                     for slot in self.slots:
                         if summary.stopped or not pending or slot.name in running:
                             continue
-                        item = pending.pop()
-                        running[slot.name] = self._launch(item, slot, root)
+                        item, busy = self._next_item(pending, running)
+                        if item is None:
+                            break
+                        running[slot.name] = self._launch(item, slot, root, busy)
                         self.on_event("started", ItemOutcome(item=item, status="running",
                                                              slot=slot.name))
                     for name, run in list(running.items()):
@@ -463,6 +508,7 @@ class SweepRunner:
                 self._kill(run)
             shutil.rmtree(root, ignore_errors=True)
             summary.not_started = len(pending)
+            summary.busy_waited_s = self.gate.waited_s
             summary.wall_s = time.monotonic() - start
 
 
@@ -510,8 +556,9 @@ def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
         if on_plan is not None:
             on_plan(summary, todo)
         runner.run(todo, summary)
-        summary.wins_by_backend = runner.wins_by_backend(
-            {p for o in summary.outcomes if o.status == DONE for p in o.problem_ids})
+        tuned = {p for o in summary.outcomes if o.status == DONE for p in o.problem_ids}
+        summary.wins_by_backend = runner.wins_by_backend(tuned)
+        summary.low_confidence = runner.low_confidence(tuned)
         return summary
     finally:
         runner.close()

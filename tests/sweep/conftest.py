@@ -13,8 +13,10 @@ from tests.conftest import isolated_env
 
 
 def sweep_env(root: Path, **extra: str) -> dict[str, str]:
-    """A child environment with its own caches, no shipped DB and no plugin auto-enable."""
-    return isolated_env(root, **extra)
+    """A child environment with its own caches, no shipped DB and no plugin auto-enable.
+    Sweeps run at once on a busy machine (``--on-busy record``) unless a test asks
+    otherwise: only tests/core/test_noisy_timings.py is about busyness."""
+    return isolated_env(root, **{"INDUCTOR_FLYDSL_ON_BUSY": "record", **extra})
 
 
 def cli(*args: str) -> list[str]:
