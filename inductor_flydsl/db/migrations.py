@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,17 +74,22 @@ def backup_path(path: Path, version: int) -> Path:
 
 
 def write_backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
-    """Copy the DB (as ``conn`` sees it) to ``<name>.v<version>.bak`` unless one exists."""
+    """Copy the DB to ``<name>.v<version>.bak`` unless one exists: the file's own bytes,
+    or, when a WAL holds committed pages, a snapshot through the SQLite backup API."""
     target = backup_path(path, version)
     if target.exists():
         return target
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    wal = path.with_name(path.name + "-wal")
     try:
-        out = sqlite3.connect(str(tmp))
-        try:
-            conn.backup(out)
-        finally:
-            out.close()
+        if wal.exists() and wal.stat().st_size > 0:
+            out = sqlite3.connect(str(tmp))
+            try:
+                conn.backup(out)
+            finally:
+                out.close()
+        else:
+            shutil.copyfile(path, tmp)
         with contextlib.suppress(FileExistsError):
             os.link(tmp, target)  # another process's identical backup may be there first
     finally:

@@ -163,10 +163,10 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
     try:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         version = check_schema(db, path)
+        if writable and version < SCHEMA_VERSION:
+            migrate(db, path)  # backs the old file up next to it first, as it was
         if writable and str(db.journal_mode).lower() != "wal":
             db.enable_wal()  # e.g. after `db pack` switched it to the rollback journal
-        if writable and version < SCHEMA_VERSION:
-            migrate(db, path)  # backs the old file up next to it first
     except (sqlite3.DatabaseError, UnusableDB, MigrationError) as exc:
         conn.close()
         # SQLite may have created empty -wal/-shm files next to a file we refuse: remove

@@ -1,0 +1,104 @@
+"""Schema version 2: in-place migration of a real version-1 DB, and version-1 reads.
+
+The version-1 file is ``tuning_db/cpu_smoke_winners.db``: written by the code of schema
+version 1 (the cpu-smoke sweep) and shipped as it is, so it is a real old file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+from inductor_flydsl.db.layered import LayeredTuningDB
+from inductor_flydsl.db.migrations import MIGRATIONS, backup_path
+from inductor_flydsl.db.open import open_db
+from inductor_flydsl.db.schema import SCHEMA_VERSION
+from inductor_flydsl.db.store import TuningDB
+from inductor_flydsl.db.verify import verify_db
+from inductor_flydsl.settings import Mode, Settings
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_V1 = REPO / "tuning_db" / "cpu_smoke_winners.db"
+
+
+def _version(path: Path) -> int:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("select value from meta where key = 'schema_version'")
+                   .fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _winners(path: Path) -> list[tuple]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("select device_id, software_id, problem_id, candidate_id,"
+                            " time_ms from winners order by problem_id").fetchall()
+    finally:
+        conn.close()
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_steps_form_one_chain_to_the_current_version() -> None:
+    versions = [m.to_version for m in MIGRATIONS]
+    assert versions == list(range(2, SCHEMA_VERSION + 1))
+
+
+def test_writer_migrates_a_v1_file_in_place_and_keeps_a_backup(tmp_path: Path) -> None:
+    db_path = tmp_path / "old.db"
+    shutil.copy(SHIPPED_V1, db_path)
+    assert _version(db_path) == 1
+    before = _winners(db_path)
+    original = _sha(db_path)
+    assert before, "the shipped v1 DB has winners"
+
+    db = TuningDB.open(db_path, writable=True)
+    try:
+        assert db.has_confidence
+        assert verify_db(db.db) == []
+        device_id, software_id, problem_id, candidate_id, time_ms = before[0]
+        winner = db.lookup_winner(device_id, software_id, problem_id)
+        assert (winner.candidate_id, winner.time_ms) == (candidate_id, time_ms)
+        assert winner.confidence is None  # recorded before spreads existed: unknown
+    finally:
+        db.close()
+    assert _version(db_path) == SCHEMA_VERSION
+    assert _winners(db_path) == before
+    backup = backup_path(db_path, 1)
+    assert _sha(backup) == original  # the untouched version-1 file, byte for byte
+    assert _version(backup) == 1
+
+    # a second writer finds it current: nothing migrated again, the backup is not replaced
+    open_db(db_path, writable=True).close()
+    assert _sha(backup) == original
+    assert sorted(p.name for p in tmp_path.iterdir() if ".bak" in p.name) == [backup.name]
+
+
+def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path) -> None:
+    shipped_dir = tmp_path / "shipped"
+    shipped_dir.mkdir()
+    v1 = shipped_dir / "winners.db"
+    shutil.copy(SHIPPED_V1, v1)
+    original = _sha(v1)
+    shipped_dir.chmod(0o555)
+    try:
+        layered = LayeredTuningDB(Settings(db_path=tmp_path / "user.db", mode=Mode.READONLY,
+                                           use_shipped=True), shipped_paths=[v1])
+        (db,) = layered.shipped_dbs()
+        assert not db.has_confidence
+        device_id, software_id, problem_id, candidate_id, _ = _winners(v1)[0]
+        winner = db.lookup_winner(device_id, software_id, problem_id)
+        assert winner is not None and winner.candidate_id == candidate_id
+        assert winner.confidence is None and winner.repeats is None
+        layered.close()
+    finally:
+        shipped_dir.chmod(0o755)
+    assert _sha(v1) == original
+    assert _version(v1) == 1
+    assert not backup_path(v1, 1).exists()
