@@ -3,8 +3,9 @@ between barriers, with the ``s_waitcnt`` hazard model and LDS race detection.
 
 Scheduling: each wave runs until it reaches ``s_barrier`` or ``s_endpgm``; when every live
 wave of the workgroup waits at a barrier they are released together and a new LDS epoch
-begins. A wave waiting at a barrier that no other live wave can reach any more (they have
-all ended) is a :class:`~.errors.BarrierDeadlock`. Memory counters: ``vmcnt`` counts
+begins; as on the hardware, waves that have ended no longer hold a barrier. Waves waiting
+at a barrier while another wave runs past the instruction budget without reaching one is
+a :class:`~.errors.BarrierDeadlock`. Memory counters: ``vmcnt`` counts
 global and buffer loads and stores, which complete in order; ``lgkmcnt`` counts LDS and
 scalar loads, LDS in order, scalar loads in any order (so only ``lgkmcnt(0)`` is sure to
 have completed a scalar load), as the ISA guides describe.
@@ -19,7 +20,14 @@ import numpy as np
 
 from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 (register opcodes)
 from .decode import Compiled, DecodeContext, codes, decode, opcode, operands
-from .errors import AsmError, BarrierDeadlock, BudgetExceeded, EmulatorError, HazardError, Race
+from .errors import (
+    AsmError,
+    BarrierDeadlock,
+    BudgetExceeded,
+    EmulatorError,
+    HazardError,
+    Race,
+)
 from .memory import GlobalMemory, Lds
 from .operands import EXEC_LO, VCC_LO
 from .program import Instruction, Program
@@ -34,13 +42,22 @@ class RunReport:
     waves: int = 0
     instructions: int = 0
     races: list[Race] = field(default_factory=list)
+    # With hazards="record": each distinct hazard once, in the order found.
+    hazards: list[str] = field(default_factory=list)
     # The waves of the last workgroup run, in their final state (for tests and debugging).
     last_waves: list[Wave] = field(default_factory=list)
 
 
 class Machine:
     def __init__(self, program: Program, memory: GlobalMemory, *,
-                 budget: int = DEFAULT_BUDGET) -> None:
+                 budget: int = DEFAULT_BUDGET, hazards: str = "error") -> None:
+        """``hazards``: "error" stops at the first hazard (HazardError); "record" lists
+        each distinct one in the report and goes on, to see what else a kernel does."""
+        if hazards not in ("error", "record"):
+            raise ValueError(f"hazards must be 'error' or 'record', not {hazards!r}")
+        self.hazard_mode = hazards
+        self.hazards: list[str] = []
+        self._hazard_keys: set[str] = set()
         self.program = program
         self.memory = memory
         self.budget = budget
@@ -49,6 +66,14 @@ class Machine:
         _check_float_modes(program)
         ctx = DecodeContext(program, self)
         self.compiled: list[Compiled] = [decode(ins, ctx) for ins in program.instructions]
+
+    def hazard(self, message: str) -> None:
+        if self.hazard_mode == "error":
+            raise HazardError(message)
+        key = message.split(" (wave")[0]
+        if key not in self._hazard_keys:
+            self._hazard_keys.add(key)
+            self.hazards.append(message)
 
     def next_op_id(self) -> int:
         self._op_ids += 1
@@ -137,18 +162,19 @@ class Machine:
         threads = block[0] * block[1] * block[2]
         n_waves = -(-threads // LANES)
         waves = [self._init_wave(i, wg, block, kernarg_address) for i in range(n_waves)]
-        self.lds = Lds(self.program.kernel.lds_bytes, wg)
+        self.lds = Lds(self.program.kernel.lds_bytes, wg, self.hazard)
         while True:
             for w in waves:
                 if w.state == "run":
-                    self._run_wave(w, waves)
+                    try:
+                        self._run_wave(w)
+                    except BudgetExceeded as exc:
+                        self._explain_budget(w, waves, exc)
             live = [w for w in waves if w.state != "done"]
             if not live:
                 break
             if all(w.state == "barrier" for w in live):
-                ended = [w for w in waves if w.state == "done"]
-                if ended:
-                    self._deadlock(live, ended)
+                # As on the hardware, waves that have ended no longer hold the barrier.
                 self.lds.barrier()
                 for w in live:
                     w.state = "run"
@@ -158,15 +184,22 @@ class Machine:
         report.instructions += sum(w.executed for w in waves)
         report.races.extend(self.lds.races)
         report.last_waves = waves
+        report.hazards = list(self.hazards)
 
-    def _deadlock(self, waiting: list[Wave], ended: list[Wave]) -> None:
-        at = self.program.instructions[waiting[0].barrier_pc].where()
-        raise BarrierDeadlock(
-            f"workgroup {waiting[0].workgroup}: waves {[w.wave_id for w in waiting]} wait at "
-            f"s_barrier ({at}) but waves {[w.wave_id for w in ended]} have ended without "
-            f"reaching it")
+    def _explain_budget(self, spinning: Wave, waves: list[Wave], exc: BudgetExceeded) -> None:
+        """A wave ran past the budget: if the others end up waiting at a barrier it never
+        reaches, that is a deadlock; otherwise a plain runaway loop."""
+        for w in waves:
+            if w is not spinning and w.state == "run":
+                self._run_wave(w)
+        blocked = [w for w in waves if w.state == "barrier"]
+        if blocked:
+            at = self.program.instructions[blocked[0].barrier_pc].where()
+            raise BarrierDeadlock(f"waves {[w.wave_id for w in blocked]} wait at s_barrier "
+                                  f"({at}) that never releases: {exc}") from exc
+        raise exc
 
-    def _run_wave(self, w: Wave, waves: list[Wave]) -> None:
+    def _run_wave(self, w: Wave) -> None:
         compiled, budget = self.compiled, self.budget
         end = len(compiled)
         while w.state == "run":
@@ -176,16 +209,14 @@ class Machine:
             c = compiled[w.pc]
             w.pc += 1
             if w.pending:
-                _check_hazard(w, c)
+                message = _hazard(w, c)
+                if message:
+                    self.hazard(message)
             c.run(w)
             w.executed += 1
             if w.executed > budget:
-                blocked = [x.wave_id for x in waves if x.state == "barrier"]
-                more = (f"; waves {blocked} wait at a barrier it never reaches (deadlock)"
-                        if blocked else "")
                 raise BudgetExceeded(f"wave {w.wave_id} of workgroup {w.workgroup} ran more "
-                                     f"than {budget} instructions (now at "
-                                     f"{c.ins.where()}){more}")
+                                     f"than {budget} instructions (now at {c.ins.where()})")
 
 
 def _no_fault(lane: int, address: int, why: str) -> None:
@@ -202,17 +233,18 @@ def _check_float_modes(program: Program) -> None:
                            f"with denormals kept)")
 
 
-def _check_hazard(w: Wave, c: Compiled) -> None:
+def _hazard(w: Wave, c: Compiled) -> str | None:
     pending = w.pending
     for code in c.reads:
         op = pending.get(code)
         if op is not None:
-            raise HazardError(_hazard_text(w, c, code, op, "reads"))
+            return _hazard_text(w, c, code, op, "reads")
     if c.kind != "mem":
         for code in c.writes:
             op = pending.get(code)
             if op is not None:
-                raise HazardError(_hazard_text(w, c, code, op, "overwrites"))
+                return _hazard_text(w, c, code, op, "overwrites")
+    return None
 
 
 def _reg_name(code: int) -> str:

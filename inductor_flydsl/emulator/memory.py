@@ -79,10 +79,15 @@ class GlobalMemory:
         buf.data[offsets[:, None] + np.arange(size)] = data
 
 
+def _raise_hazard(message: str) -> None:
+    raise HazardError(message)
+
+
 class Lds:
     """One workgroup's LDS with per-byte race and outstanding-write tracking."""
 
-    def __init__(self, size: int, workgroup: tuple[int, int, int]) -> None:
+    def __init__(self, size: int, workgroup: tuple[int, int, int], on_hazard=None) -> None:
+        self.on_hazard = on_hazard or _raise_hazard
         self.size = size
         self.workgroup = workgroup
         self.data = np.zeros(size, np.uint8)
@@ -123,10 +128,11 @@ class Lds:
         for j in hit:
             owner, vm, origin, _, retired = self.pending_ops[int(ops[j])]
             if owner != wave or (vm and not retired):
-                raise HazardError(
+                self.on_hazard(
                     f"{where} (wave {wave}) reads LDS byte {int(idx[j])} that an outstanding "
                     f"write of wave {owner} has not finished ({origin}); a s_waitcnt "
                     f"{'vmcnt' if vm else 'lgkmcnt'} is missing before the barrier or read")
+                return
 
     def read(self, addrs: np.ndarray, size: int, wave: int, instr: int, fault, describe,
              where: str) -> np.ndarray:

@@ -77,10 +77,19 @@ BINARY32: dict[str, Callable[[int, int, int], tuple[int, int | None]]] = {
     "s_lshl3_add_u32": lambda a, b, c: ((a << 3) + b & M32, int((a << 3) + b > M32)),
     "s_lshl4_add_u32": lambda a, b, c: ((a << 4) + b & M32, int((a << 4) + b > M32)),
     "s_bfe_u32": lambda a, b, c: _nz(_bfe(a, b)),
+    "s_bfe_i32": lambda a, b, c: _nz(_bfe_signed(a, b)),
     "s_pack_ll_b32_b16": lambda a, b, c: ((a & 0xFFFF) | (b & 0xFFFF) << 16, None),
     "s_pack_lh_b32_b16": lambda a, b, c: ((a & 0xFFFF) | (b & 0xFFFF0000), None),
     "s_pack_hh_b32_b16": lambda a, b, c: ((a >> 16) | (b & 0xFFFF0000), None),
 }
+
+
+def _bfe_signed(a: int, b: int) -> int:
+    width = (b >> 16) & 0x7F
+    value = _bfe(a, b)
+    if width and value >> (width - 1) & 1:
+        value -= 1 << width
+    return value & M32
 
 
 def _bfe(a: int, b: int) -> int:
@@ -110,8 +119,24 @@ UNARY32: dict[str, Callable[[int, int], tuple[int, int | None]]] = {
     "s_abs_i32": lambda a, c: _nz(abs(signed32(a)) & M32),
     "s_brev_b32": lambda a, c: (int(f"{a:032b}"[::-1], 2), None),
     "s_sext_i32_i16": lambda a, c: ((a & 0xFFFF) - (0x10000 if a & 0x8000 else 0) & M32, None),
+    "s_sext_i32_i8": lambda a, c: ((a & 0xFF) - (0x100 if a & 0x80 else 0) & M32, None),
     "s_ff1_i32_b32": lambda a, c: (((a & -a).bit_length() - 1) & M32 if a else M32, None),
 }
+
+
+@opcode("s_bitset1_b32", "s_bitset0_b32")
+def _bitset(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    """``D.u32[S0.u32[4:0]] = 1`` (or 0): the destination keeps its other bits."""
+    d, a = operands(ins, 2)
+    ra, wd = sreader(a, ins), swriter(d, ins)
+    assert d.reg is not None
+    i, one = d.reg.index, ins.mnemonic.endswith("1_b32")
+
+    def run(w) -> None:
+        bit = 1 << (ra(w) & 31)
+        wd(w, w.s[i] | bit if one else w.s[i] & ~bit)
+
+    return Compiled(ins, run, codes(a, d), codes(d))
 UNARY64: dict[str, Callable[[int, int], tuple[int, int | None]]] = {
     "s_mov_b64": lambda a, c: (a, None),
     "s_not_b64": lambda a, c: _nz(~a & M64),

@@ -469,3 +469,56 @@ def _build_pk_f32(ins: Instruction, ctx: DecodeContext) -> Compiled:
 
 for _name in _PK_F32:
     opcode(_name)(_build_pk_f32)
+
+
+@opcode("v_bitop3_b32", "v_bitop3_b16")
+def _bitop3(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    """Bit ``i`` of D is bit ``(S0_i << 2) | (S1_i << 1) | S2_i`` of the ``bitop3`` table."""
+    d, a, b, c = operands(ins, 4)
+    table = int(ins.modifier("bitop3", "0") or "0", 0)
+    ra, rb, rc, wd = vreader(a, ins), vreader(b, ins), vreader(c, ins), vwriter(d, ins)
+    width_mask = U32(0xFFFF) if base(ins).endswith("b16") else U32(0xFFFFFFFF)
+    terms = [(bit, s0, s1, s2) for bit in range(8)
+             for s0, s1, s2 in [((bit >> 2) & 1, (bit >> 1) & 1, bit & 1)] if table >> bit & 1]
+
+    def run(w) -> None:
+        x, y, z = ra(w), rb(w), rc(w)
+        out = np.zeros(LANES, U32)
+        for _, s0, s1, s2 in terms:
+            out |= (x if s0 else ~x) & (y if s1 else ~y) & (z if s2 else ~z)
+        if width_mask != U32(0xFFFFFFFF):
+            out = (w.v[d.reg.index] & ~width_mask) | (out & width_mask)
+        wd(w, out)
+
+    return Compiled(ins, run, codes(a, b, c), codes(d))
+
+
+# Carry-out ops: ``v_add_co_u32 D, SDST, S0, S1`` (SDST = VCC in the e32 form) and the
+# carry-in forms ``v_addc_co_u32 D, SDST, S0, S1, SCARRY``.
+_CARRY_OPS = {
+    "v_add_co_u32": lambda a, b, c: (a + b, a + b >= 1 << 32),
+    "v_sub_co_u32": lambda a, b, c: (a - b, b > a),
+    "v_subrev_co_u32": lambda a, b, c: (b - a, a > b),
+    "v_addc_co_u32": lambda a, b, c: (a + b + c, a + b + c >= 1 << 32),
+    "v_subb_co_u32": lambda a, b, c: (a - b - c, b + c > a),
+    "v_subbrev_co_u32": lambda a, b, c: (b - a - c, a + c > b),
+}
+
+
+@opcode(*_CARRY_OPS)
+def _carry_op(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    fn = _CARRY_OPS[base(ins)]
+    with_carry_in = base(ins) in ("v_addc_co_u32", "v_subb_co_u32", "v_subbrev_co_u32")
+    ops = operands(ins, 5 if with_carry_in else 4)
+    d, sdst, a, b = ops[:4]
+    ra, rb, wd, wc = vreader(a, ins), vreader(b, ins), vwriter(d, ins), swriter(sdst, ins, 64)
+    rcarry = vreader_mask(ops[4], ins) if with_carry_in else None
+
+    def run(w) -> None:
+        x, y = ra(w).astype(np.int64), rb(w).astype(np.int64)
+        c = rcarry(w).astype(np.int64) if rcarry is not None else np.zeros(LANES, np.int64)
+        value, carry = fn(x, y, c)
+        wd(w, (value & 0xFFFFFFFF).astype(U32))
+        wc(w, mask_to_bits(carry & w.exec_mask))
+
+    return Compiled(ins, run, codes(*ops[2:]), codes(d, sdst))

@@ -245,7 +245,7 @@ def test_mfma_lane_layout_and_accumulate(arch, mnemonic, k):
     wave = machine._init_wave(0, (0, 0, 0), (64, 1, 1), 0)
     wave.v[0:n], wave.v[8:8 + n], wave.v[12:16] = regs_a, regs_b, regs_c
     machine.lds = None
-    machine._run_wave(wave, [wave])
+    machine._run_wave(wave)
     d = a.astype(np.float64) @ b + c
     got = np.zeros((16, 16))
     for lane in range(64):
@@ -365,15 +365,18 @@ def test_lds_write_not_waited_for_before_the_barrier_is_a_hazard():
 
 
 def test_barrier_deadlock_and_instruction_budget():
-    with pytest.raises(BarrierDeadlock, match=r"waves \[1\] wait at s_barrier"):
+    # Wave 0 spins forever while wave 1 waits at the barrier.
+    stuck = r"waves \[1\] wait at s_barrier .*never releases: wave 0"
+    with pytest.raises(BarrierDeadlock, match=stuck):
         run("""
-            v_cmp_gt_u32_e32 vcc, 64, v0
             v_readfirstlane_b32 s2, v0
             s_cmp_eq_u32 s2, 0
             s_cbranch_scc1 .LBB0_1
             s_barrier
+            s_endpgm
         .LBB0_1:
-            s_endpgm""", threads=128)
+            s_add_i32 s3, s3, 1
+            s_branch .LBB0_1""", threads=128, budget=1000)
     with pytest.raises(BudgetExceeded, match="ran more than 1000 instructions"):
         run("""
         .LBB0_1:
@@ -381,6 +384,58 @@ def test_barrier_deadlock_and_instruction_budget():
             s_branch .LBB0_1""", budget=1000)
 
 
+def test_waves_that_ended_do_not_hold_a_barrier():
+    # As on the hardware: wave 0 ends early; wave 1's barrier is released without it.
+    report, _ = run("""
+        v_readfirstlane_b32 s2, v0
+        s_cmp_eq_u32 s2, 0
+        s_cbranch_scc1 .LBB0_1
+        s_barrier
+        v_mov_b32_e32 v1, 5
+    .LBB0_1:
+        s_endpgm""", threads=128)
+    assert (report.last_waves[1].v[1] == 5).all()
+
+
 def test_unknown_opcode_is_named():
     with pytest.raises(UnknownOpcode, match="v_frobnicate_b32"):
         run("v_frobnicate_b32 v1, v2\ns_endpgm")
+
+
+def test_carry_chain_and_bitset():
+    # A 64-bit add done as add_co + addc: 0x1_ffffffff + lane.
+    report, _ = run("""
+        v_mov_b32_e32 v1, -1
+        v_mov_b32_e32 v2, 1
+        v_add_co_u32_e32 v3, vcc, v1, v0
+        v_addc_co_u32_e32 v4, vcc, 0, v2, vcc
+        v_sub_co_u32_e64 v5, s[6:7], v0, 1
+        s_mov_b32 s8, 0x100
+        s_bitset1_b32 s8, 3
+        s_mov_b32 s9, 0xf0
+        s_bfe_i32 s10, s9, 0x40004
+        s_bfe_u32 s11, s9, 0x40004
+        s_endpgm""")
+    w = report.last_waves[0]
+    total = [int(w.v[3][i]) | int(w.v[4][i]) << 32 for i in range(64)]
+    assert total == [0x1FFFFFFFF + i for i in range(64)]
+    assert w.get_s64(6) == 1  # only lane 0 borrows
+    assert w.s[8] == 0x108
+    # S1 = offset 4, width 4 (bits [22:16]): the field 0xf sign-extends to -1.
+    assert w.s[10] == 0xFFFFFFFF and w.s[11] == 0xF
+
+
+@pytest.mark.parametrize(("table", "expected"),
+                         [(0x80, 0b1000), (0xFE, 0b1111), (0x48, None)])
+def test_bitop3_truth_table(table, expected):
+    # Bit i of D is table[(S0_i << 2) | (S1_i << 1) | S2_i].
+    v = vgpr(f"""
+        v_mov_b32_e32 v1, 0b1100
+        v_mov_b32_e32 v2, 0b1010
+        v_mov_b32_e32 v3, 0b1001
+        v_bitop3_b32 v4, v1, v2, v3 bitop3:{table:#x}""", 4)
+    if expected is None:
+        bits = [(0b1100 >> i & 1) << 2 | (0b1010 >> i & 1) << 1 | (0b1001 >> i & 1)
+                for i in range(32)]
+        expected = sum((table >> b & 1) << i for i, b in enumerate(bits))
+    assert (v == expected).all()
