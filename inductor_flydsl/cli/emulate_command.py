@@ -3,7 +3,7 @@
 Runs the ISA (the ``22_final_isa.s`` FlyDSL dumped, or an edited copy) on random inputs
 of one problem, with the kernel arguments the template's host code builds, and compares
 the output with torch in float64 (shared tolerances). Exit status: 0 correct, 1 wrong
-result, LDS race or emulation error (hazard, fault, unknown opcode, ...), 2 bad usage.
+result, LDS race, hazard or emulation error (fault, unknown opcode, ...), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--beta", type=float, default=1.0)
     p.add_argument("--budget", type=int, default=None,
                    help="instructions per wave before the run is stopped")
+    p.add_argument("--hazards", choices=["error", "record"], default="error",
+                   help="stop at the first hazard (default) or list every distinct one and "
+                        "run on (a hazard still makes the result not ok)")
     p.add_argument("--json", action="store_true")
 
 
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"K={k} is not a multiple of the config's tile_k={config.tile_k}")
     result = emulate_gemm(text, template, config, op=args.op, dtype=args.dtype,
                           layout=args.layout, m=m, n=n, k=k, batch=batch, seed=args.seed,
-                          alpha=args.alpha, beta=args.beta, budget=args.budget or DEFAULT_BUDGET)
+                          alpha=args.alpha, beta=args.beta, budget=args.budget or DEFAULT_BUDGET,
+                          hazards=args.hazards)
     if args.json:
         print_json(result.to_json())
     else:
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                       f"{result.workgroups} workgroups, {result.seconds} s")
         for race in result.races[:10]:
             console.print(f"  race: {race}")
+        for hazard in result.hazards[:10]:
+            console.print(f"  hazard: {hazard}")
         if result.error:
             console.print(f"  error: {result.error}")
     return 0 if result.ok else 1

@@ -32,6 +32,7 @@ class GemmEmulation:
     max_abs_err: float | None = None
     worst: float | None = None
     races: list[str] = field(default_factory=list)
+    hazards: list[str] = field(default_factory=list)
     error: str | None = None
     instructions: int = 0
     workgroups: int = 0
@@ -64,8 +65,13 @@ def make_operands(op: str, dtype: str, layout: str, m: int, n: int, k: int, *, b
 
 def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: str, layout: str,
                  m: int, n: int, k: int, batch: int = 2, seed: int = 0, alpha: float = 1.0,
-                 beta: float = 1.0, budget: int = DEFAULT_BUDGET) -> GemmEmulation:
-    """Emulate ``template``'s kernel compiled to ``isa_text`` on one random problem."""
+                 beta: float = 1.0, budget: int = DEFAULT_BUDGET,
+                 hazards: str = "error") -> GemmEmulation:
+    """Emulate ``template``'s kernel compiled to ``isa_text`` on one random problem.
+
+    ``ok`` needs a correct result, no LDS race and no hazard. With ``hazards="record"``
+    every distinct hazard is listed and the run goes on (see :class:`~.machine.Machine`).
+    """
     from ..flydsl_backend.numerics import reference
     from ..flydsl_backend.tolerances import check_close
 
@@ -81,10 +87,11 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         bindings = Bindings(memory)
         kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
         kernarg_address = memory.add("kernarg", kernarg, writable=False)
-        machine = Machine(program, memory, budget=budget)
+        machine = Machine(program, memory, budget=budget, hazards=hazards)
         report = machine.run(kernarg_address, grid, block)
         result.instructions, result.workgroups = report.instructions, report.workgroups
         result.races = [race.describe() for race in report.races]
+        result.hazards = list(report.hazards)
         got = bindings.read_back(out)
         inputs = (bias.expand(m, n), a, b) if op == "addmm" else (a, b)
         expected = reference(op, inputs, alpha, beta)
@@ -94,13 +101,15 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
                                                                   1e-30))
         result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
         result.worst = close.worst
-        result.ok = close.ok and not result.races
+        result.ok = close.ok and not result.races and not result.hazards
         if not close.ok:
             result.error = (f"{close.mismatched}/{close.numel} elements outside atol "
                             f"{close.atol:.3g} + rtol {close.rtol:.3g} (worst {close.worst:.3g}x "
                             f"the bound, {close.nonfinite} non-finite)")
         elif result.races:
             result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
+        elif result.hazards:
+            result.error = f"{len(result.hazards)} hazard(s): {result.hazards[0]}"
     except EmulatorError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)

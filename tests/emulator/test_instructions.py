@@ -364,6 +364,13 @@ def test_lds_write_not_waited_for_before_the_barrier_is_a_hazard():
         run(body, lds=256, threads=128)
 
 
+def test_hazards_can_be_recorded_and_the_run_goes_on():
+    body = LDS_EXCHANGE.replace("    s_waitcnt lgkmcnt(0)\n    {barrier}", "    s_barrier")
+    report, _ = run(body, lds=256, threads=128, hazards="record")
+    assert len(report.hazards) == 1 and "outstanding write of wave 0" in report.hazards[0]
+    assert (report.last_waves[1].v[4] == np.arange(64)).all()
+
+
 def test_barrier_deadlock_and_instruction_budget():
     # Wave 0 spins forever while wave 1 waits at the barrier.
     stuck = r"waves \[1\] wait at s_barrier .*never releases: wave 0"
