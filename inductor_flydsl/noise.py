@@ -84,16 +84,32 @@ class Spread:
 
 
 # ---- machine load ---------------------------------------------------------------------
-def _cpu_total_busy() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from /proc/stat, or None off Linux."""
+def allowed_cpus() -> set[int] | None:
+    """The CPUs this process (and the workers it starts) may run on."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _cpu_total_busy(cpus: set[int] | None) -> tuple[int, int] | None:
+    """(busy, total) jiffies of ``cpus`` (all when None) from /proc/stat; None off Linux."""
+    busy = total = 0
     try:
         with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if not name.startswith("cpu") or name == "cpu":
+                    continue
+                if cpus is not None and int(name[3:]) not in cpus:
+                    continue
+                fields = [int(x) for x in rest.split()]
+                idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+                busy += sum(fields[:8]) - idle
+                total += sum(fields[:8])
+    except (OSError, ValueError, IndexError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    total = sum(fields[:8])
-    return total - idle, total
+    return (busy, total) if total else None
 
 
 def _proc_cpu(pid: str) -> tuple[str, int, int] | None:
@@ -187,19 +203,21 @@ class MachineLoad:
 def watch_machine(gpu_index: int | None = None,
                   exclude_sessions: set[int] | None = None) -> Iterator[MachineLoad]:
     """Measure what other processes (not this one, nor its threads, nor processes of
-    ``exclude_sessions``) use while the body runs. Linux only; elsewhere ``others_cpu``
-    stays None (unknown)."""
+    ``exclude_sessions``) use of the CPUs this process may run on (its affinity: a sweep
+    pinned with ``taskset`` cares only about its own cores) while the body runs. Linux
+    only; elsewhere ``others_cpu`` stays None (unknown)."""
     load = MachineLoad(cpus=cpu_count(), note=os.environ.get(ENV_BUSY_NOTE, ""))
     with contextlib.suppress(OSError, AttributeError):
         load.loadavg_1m = round(os.getloadavg()[0], 2)
     me = str(os.getpid())
-    before, procs_before = _cpu_total_busy(), _all_procs()
+    cpus = allowed_cpus()
+    before, procs_before = _cpu_total_busy(cpus), _all_procs()
     start = time.monotonic()
     try:
         yield load
     finally:
         load.window_s = round(time.monotonic() - start, 3)
-        after, procs_after = _cpu_total_busy(), _all_procs()
+        after, procs_after = _cpu_total_busy(cpus), _all_procs()
         _fill_cpu(load, before, after, procs_before, procs_after, me,
                   exclude_sessions or set())
         if gpu_index is not None:

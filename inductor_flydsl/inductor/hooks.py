@@ -50,6 +50,7 @@ class SelectionContext:
     name: str
     input_nodes: Sequence[Any]
     layout: Any
+    input_gen_fns: Any = None  # Inductor's own benchmark-input generators, if any
 
 
 _current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(
@@ -111,7 +112,8 @@ class PluginSelector(select_algorithm.AlgorithmSelectorCache):
 
     def __call__(self, name: str, choices: list[Any], input_nodes: Any, layout: Any,
                  *args: Any, **kwargs: Any) -> Any:
-        token = _current.set(SelectionContext(name, input_nodes, layout))
+        gen_fns = args[0] if args else kwargs.get("input_gen_fns")
+        token = _current.set(SelectionContext(name, input_nodes, layout, gen_fns))
         try:
             return super().__call__(name, choices, input_nodes, layout, *args, **kwargs)
         finally:
@@ -249,8 +251,10 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         state.stats.bump("benchmarked")
         confidence = None
         if state.tuning_db.can_write():  # finalists re-measured: spread and machine load
+            ctx = _current.get()
+            gen_fns = ctx.input_gen_fns if ctx is not None and ctx.name == name else None
             results, confidence = with_confidence(results, list(timings), timings,
-                                                  input_nodes, layout)
+                                                  input_nodes, layout, gen_fns)
         if state.tuning_db.record_selection(device, current_software(), problem, results,
                                             confidence):
             state.stats.bump("recorded")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torch._inductor import select_algorithm
@@ -42,8 +42,14 @@ def _gpu_index(layout: Any) -> int | None:
 
 
 def remeasure(timings: dict[Any, float], input_nodes: Sequence[Any], layout: Any,
+              input_gen_fns: dict[int, Callable[[Any], Any]] | None = None,
               ) -> tuple[dict[Any, Spread], MachineLoad | None]:
-    """Samples of the two fastest candidates: Inductor's own time plus re-measured rounds."""
+    """Samples of the two fastest candidates: Inductor's own time plus re-measured rounds.
+
+    ``input_gen_fns`` are the selection's own input generators (a CPU qlinear's packed
+    weight, scales and zero-points are real constants; random stand-ins crash oneDNN).
+    The thunk Inductor hands feedback savers is not used: it forces profiler-based
+    timing, which synchronizes CUDA and fails on a CPU-only build."""
     finalists = _finalists(timings)
     samples: dict[Any, list[float]] = {c: [float(timings[c])] for c in finalists}
     rounds = repeats_setting() - 1
@@ -52,7 +58,7 @@ def remeasure(timings: dict[Any, float], input_nodes: Sequence[Any], layout: Any
         with watch_machine(_gpu_index(layout)) as machine:
             for _ in range(rounds):
                 again = select_algorithm.AlgorithmSelectorCache.benchmark_in_current_process(
-                    finalists, list(input_nodes), layout, None)
+                    finalists, list(input_nodes), layout, input_gen_fns)
                 for choice, t in again.items():
                     samples[choice].append(float(t))
     spreads = {c: s for c, s in ((c, Spread.of(v)) for c, v in samples.items()) if s}
@@ -61,6 +67,7 @@ def remeasure(timings: dict[Any, float], input_nodes: Sequence[Any], layout: Any
 
 def with_confidence(results: list[CandidateResult], choices: list[Any],
                     timings: dict[Any, float], input_nodes: Sequence[Any], layout: Any,
+                    input_gen_fns: dict[int, Callable[[Any], Any]] | None = None,
                     ) -> tuple[list[CandidateResult], Confidence | None]:
     """``results`` (one per choice, same order) with the finalists' spread attached, and
     the selection's confidence; ``None`` (unknown) when re-measuring is turned off
@@ -68,7 +75,7 @@ def with_confidence(results: list[CandidateResult], choices: list[Any],
     if repeats_setting() < 2:
         return results, None
     try:
-        spreads, machine = remeasure(timings, input_nodes, layout)
+        spreads, machine = remeasure(timings, input_nodes, layout, input_gen_fns)
     except Exception as exc:  # a candidate that benchmarked once may fail again
         log.info("inductor_flydsl: re-measuring the finalists failed (%s: %s); confidence "
                  "not recorded", type(exc).__name__, exc)
