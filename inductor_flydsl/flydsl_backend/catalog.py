@@ -138,7 +138,7 @@ class JobResult:
             "total_vgprs": r.total_vgprs, "sgprs": r.sgprs, "lds_bytes": r.lds_bytes,
             "scratch_bytes": r.scratch_bytes, "vgpr_spills": r.vgpr_spills,
             "sgpr_spills": r.sgpr_spills, "mfma": dict(r.mfma_counts),
-            "compile_s": r.compile_seconds,
+            "compile_s": r.compile_seconds, "loop_analysis": r.loop_analysis,
         }
 
 
@@ -238,9 +238,10 @@ def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str) -
             return
         if job is None:
             return
+        extra = {"dump_dir": job["dump_dir"]} if job.get("dump_dir") else {}
         try:
             result = fn(job["template"], job["config"], arch=job["arch"], dtype=job["dtype"],
-                        layout=job["layout"], op=job["op"])
+                        layout=job["layout"], op=job["op"], **extra)
             payload = {"result": result.to_json()}
         except Exception as exc:
             payload = {"error": "".join(traceback.format_exception_only(exc)).strip()}
@@ -248,7 +249,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str) -
 
 
 class _Worker:
-    def __init__(self, ctx: Any, compile_fn: str) -> None:
+    def __init__(self, ctx: Any, compile_fn: str, dump_dir: str | None = None) -> None:
+        self.dump_dir = dump_dir
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, compile_fn), daemon=True,
                                 name="flydsl-compile")
@@ -261,7 +263,8 @@ class _Worker:
     def assign(self, job: Job) -> None:
         self.job, self.started = job, time.monotonic()
         self.conn.send({"template": job.template, "config": job.config_json, "arch": job.arch,
-                        "dtype": job.dtype, "layout": job.layout, "op": job.op})
+                        "dtype": job.dtype, "layout": job.layout, "op": job.op,
+                        "dump_dir": self.dump_dir})
 
     def stop(self, *, force: bool = False) -> None:
         if not force and self.proc.is_alive() and self.job is None:
@@ -298,13 +301,13 @@ def _from_payload(job: Job, payload: dict[str, Any], seconds: float) -> JobResul
 
 
 def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: str,
-                 on_result: Callable[[JobResult], None]) -> None:
+                 on_result: Callable[[JobResult], None], dump_dir: str | None = None) -> None:
     ctx = multiprocessing.get_context("spawn")
     pending = collections.deque(jobs)
     workers: list[_Worker] = []
     start_failures = 0
     try:
-        workers = [_Worker(ctx, compile_fn) for _ in range(min(n_workers, len(jobs)))]
+        workers = [_Worker(ctx, compile_fn, dump_dir) for _ in range(min(n_workers, len(jobs)))]
         while pending or any(w.job is not None for w in workers):
             for w in workers:
                 if w.ready and w.job is None and pending:
@@ -346,7 +349,7 @@ def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: 
                     replace = True
                 if replace:
                     w.conn.close()
-                    workers[i] = _Worker(ctx, compile_fn) if pending else w
+                    workers[i] = _Worker(ctx, compile_fn, dump_dir) if pending else w
             workers = [w for w in workers if not w.conn.closed]
     finally:
         for w in workers:
@@ -377,6 +380,29 @@ def db_row(item: JobResult, *, run_id: int, recorded_at: str, flydsl: str) -> di
         "sgpr_spills": r.sgpr_spills, "mfma": canonical_json(dict(r.mfma_counts)),
         "compile_s": r.compile_seconds, "run_id": run_id, "recorded_at": recorded_at,
         **_emulation_columns(r.emulation),
+        **loop_columns(r.loop_analysis),
+    }
+
+
+def loop_columns(analysis: dict[str, Any] | None) -> dict[str, Any]:
+    """The catalog's main-loop columns: instruction mix (JSON) and llvm-mca estimate
+    (``mca_note`` says why the estimate is absent)."""
+    if analysis is None:
+        return {"loop_found": None, "loop_mix": None, "loop_mfma": None, "loop_cycles": None,
+                "mfma_model_cycles": None, "mca_ratio": None, "mca_note": None}
+    mca = analysis.get("mca") or {}
+    found = bool(analysis.get("main_loop"))
+    note = analysis.get("mca_unavailable")
+    if not found:
+        note = analysis.get("reason") or note
+    return {
+        "loop_found": int(found),
+        "loop_mix": canonical_json(analysis["mix"]) if found else None,
+        "loop_mfma": analysis["mix"].get("mfma_total") if found else None,
+        "loop_cycles": mca.get("cycles_per_trip"),
+        "mfma_model_cycles": mca.get("model_cycles_per_mfma"),
+        "mca_ratio": mca.get("ratio"),
+        "mca_note": note[:1000] if note else None,
     }
 
 
@@ -453,13 +479,15 @@ class CatalogRun:
 def run_catalog(jobs: list[Job], *, workers: int | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S, db_path: str | os.PathLike[str] | None,
                 compile_rejected: bool = False, progress: bool = True,
-                compile_fn: str = DEFAULT_COMPILE_FN) -> CatalogRun:
+                compile_fn: str = DEFAULT_COMPILE_FN,
+                dump_dir: str | os.PathLike[str] | None = None) -> CatalogRun:
     """Compile ``jobs`` (rejected ones only with ``compile_rejected``) and record them.
 
     Returns every job's result, in completion order. With ``db_path`` results are upserted
     into ``compile_catalog`` in batches; on KeyboardInterrupt the finished ones are
     committed before the exception propagates. Raises ToolchainError up front when no
-    AMDGPU linker exists (only for the default compile function).
+    AMDGPU linker exists (only for the default compile function). With ``dump_dir`` the
+    compile function keeps each job's FlyDSL dump there (``isa_path`` is set).
     """
     from rich.progress import (
         BarColumn,
@@ -503,7 +531,8 @@ def run_catalog(jobs: list[Job], *, workers: int | None = None,
                     record(JobResult(job, REJECTED,
                                      _failed_result(job, REJECTED_PREFIX + job.rejected)))
             if to_compile:
-                _compile_all(to_compile, n_workers, timeout_s, compile_fn, record)
+                _compile_all(to_compile, n_workers, timeout_s, compile_fn, record,
+                             str(dump_dir) if dump_dir is not None else None)
         except KeyboardInterrupt:
             run.interrupted = True
             raise
@@ -561,7 +590,23 @@ def _arch_summary(items: list[JobResult]) -> dict[str, Any]:
         "emulated_ok": sum(1 for i in emulated if i.result.emulation.get("ok")),
         "emulation_s": round(sum(i.result.emulation.get("seconds", 0.0) for i in emulated), 3),
         "max_abs_err": max(errors) if errors else None,
+        **_loop_summary(ok),
         "problems": problems,
+    }
+
+
+def _loop_summary(ok: list[JobResult]) -> dict[str, Any]:
+    """How many ok compiles have a main loop and an llvm-mca estimate; the ratio range;
+    why estimates are missing (each distinct reason once)."""
+    analyses = [i.result.loop_analysis for i in ok if i.result.loop_analysis is not None]
+    ratios = [a["mca"]["ratio"] for a in analyses if a.get("mca")]
+    notes = sorted({a["mca_unavailable"] for a in analyses
+                    if a.get("main_loop") and not a.get("mca") and a.get("mca_unavailable")})
+    return {
+        "main_loops": sum(1 for a in analyses if a.get("main_loop")),
+        "mca_estimates": len(ratios),
+        "mca_ratio": [min(ratios), max(ratios)] if ratios else None,
+        "mca_notes": notes,
     }
 
 

@@ -81,6 +81,9 @@ class CompileResult:
     isa_path: str | None = None
     # Set by compile-check --emulate: the ISA emulator's run (GemmEmulation.to_json()).
     emulation: dict[str, Any] | None = None
+    # The main K loop of the ISA: instruction mix and llvm-mca estimate
+    # (loop_analysis.LoopAnalysis.to_json()); None when no ISA was produced.
+    loop_analysis: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,6 +171,16 @@ def _find_isa(root: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def _analyze_loop(isa_text: str, arch: str) -> dict[str, Any]:
+    from .loop_analysis import analyze_isa
+
+    try:
+        return analyze_isa(isa_text, arch).to_json()
+    except Exception as exc:  # the analysis must never fail a compile
+        return {"main_loop": False, "reason": f"loop analysis failed: {type(exc).__name__}: "
+                f"{exc}", "mca": None, "mca_unavailable": "loop analysis failed"}
+
+
 def compile_config(
     template_name: str,
     config: Any,
@@ -177,6 +190,7 @@ def compile_config(
     layout: str,
     op: str,
     dump_dir: str | os.PathLike | None = None,
+    analyze_loop: bool = True,
 ) -> CompileResult:
     """Cross-compile one config of a template for ``arch`` and parse its final ISA.
 
@@ -184,7 +198,9 @@ def compile_config(
     compiler failures give ``ok=False`` with the error text; a missing linker raises
     :class:`~inductor_flydsl.flydsl_backend.toolchain.ToolchainError`. With
     ``dump_dir`` every FlyDSL stage is kept in a fresh subdirectory of it
-    (``isa_path`` points at the ISA); without it the dump is deleted.
+    (``isa_path`` points at the ISA); without it the dump is deleted. With
+    ``analyze_loop`` the ISA's main loop is analysed (``loop_analysis``; see
+    :mod:`.loop_analysis`); an analysis failure is recorded there, never raised.
     """
     template = load_template(template_name)
     config_json = config if isinstance(config, dict) else config.to_json()
@@ -238,7 +254,10 @@ def compile_config(
         if isa is None:
             result.error = result.error or f"compile produced no {ISA_FILE_NAME}"
             return result
-        stats = parse_isa(isa.read_text())
+        isa_text = isa.read_text()
+        stats = parse_isa(isa_text)
+        if analyze_loop:
+            result.loop_analysis = _analyze_loop(isa_text, arch)
         if dump_dir is not None:
             result.isa_path = str(isa)
     # Figures are kept even with diagnostics: they show by how much a limit was missed.
