@@ -55,7 +55,13 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                          # compile-check --emulate: the ISA emulator's verdict (written
                          # with alter=True, so catalogs made before these columns work)
                          "emulated": int, "emulation_ok": int, "max_abs_err": float,
-                         "emulation_error": str},
+                         "emulation_error": str,
+                         # the ISA's main K loop (loop_analysis; alter=True as above):
+                         # instruction mix JSON, llvm-mca cycles per trip and ratio, or
+                         # why the estimate is absent
+                         "loop_found": int, "loop_mix": str, "loop_mfma": int,
+                         "loop_cycles": float, "mfma_model_cycles": float, "mca_ratio": float,
+                         "mca_note": str},
                         ("arch", "template_hash", "config_id", "op", "dtype", "layout",
                          "flydsl")),
     # Offline sweep progress per sweep item (op, shape, dtype, layout), for --resume.
