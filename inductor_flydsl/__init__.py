@@ -115,8 +115,10 @@ def enabled(db_path: str | os.PathLike[str] | None = None,
 
 
 def stats() -> dict[str, Any]:
-    """Counters for this process: hits, misses, stale, recorded, benchmarked, errors, and
-    the list of decisions (problem, chosen candidate, where the choice came from)."""
+    """Counters for this process: hits, misses, stale, recorded, benchmarked, errors,
+    refused (problems outside the definition of a valid problem, with ``refusals``: op and
+    reason each), and the list of decisions (problem, chosen candidate, where the choice
+    came from)."""
     from .counters import PROCESS_STATS
 
     return PROCESS_STATS.snapshot()
