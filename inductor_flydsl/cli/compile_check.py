@@ -69,6 +69,15 @@ def _fmt_range(value: list[int] | None) -> str:
     return str(value[0]) if value[0] == value[1] else f"{value[0]}-{value[1]}"
 
 
+def _fmt_ratio(a: dict[str, Any]) -> str:
+    value = a.get("mca_ratio")
+    if not value:
+        return "-"
+    lo, hi = value
+    text = f"{lo:.2f}" if lo == hi else f"{lo:.2f}-{hi:.2f}"
+    return f"{text} ({a['mca_estimates']}/{a['ok']})"
+
+
 def _fmt_seconds(s: dict[str, Any]) -> str:
     if s["median"] is None:
         return "-"
@@ -82,12 +91,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
         rows.append((arch, a["jobs"], a["ok"], a["failed"], a["rejected"], a["spilled"],
                      _fmt_seconds(a["compile_s"]), f"{a['compile_s']['total']:.1f}",
                      _fmt_range(a["vgprs"]), _fmt_range(a["agprs"]),
-                     _fmt_range(a["lds_bytes"]), mfma))
+                     _fmt_range(a["lds_bytes"]), _fmt_ratio(a), mfma))
     print_table(f"compile-check: {summary['template']} ({summary['template_hash']}), "
                 f"flydsl {summary['flydsl']}",
                 ["arch", "jobs", "ok", "failed", "rejected", "spilled",
                  "compile s min/med/max", "compile s total", "VGPRs", "AGPRs", "LDS bytes",
-                 "MFMA instructions (sum over ok)"], rows)
+                 "main-loop llvm-mca ratio (estimated/ok)", "MFMA instructions (sum over ok)"],
+                rows)
     t = summary["total"]
     console.print(f"{t['compiled']} compiles ({t['ok']} ok, {t['failed']} failed, "
                   f"{t['crashed']} crashed, {t['timeouts']} timed out), {t['rejected']} "
@@ -99,6 +109,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
             console.print(f"{arch}: {a['emulated_ok']}/{a['emulated']} compiled configs correct "
                           f"in the ISA emulator (max abs error {a['max_abs_err']}; "
                           f"{a['emulation_s']:.1f} s of emulation)")
+    for arch, a in summary["archs"].items():
+        for note in a.get("mca_notes", []):
+            console.print(f"{arch}: no llvm-mca estimate: {note}", markup=False)
     for arch, a in summary["archs"].items():
         for line in a["problems"]:
             console.print(f"[red]{arch}: {line.splitlines()[0][:300]}[/red]")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..db.open import UnusableDB, open_db
 from ..db.queries import bucket_status, describe_winner, parse_shape
@@ -36,30 +39,113 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="cross-compile each listed config for this variant and run it in the "
                         "ISA emulator on a small problem with M and N tails (exit 1 if any "
                         "is wrong)")
+    p.add_argument("--isa", type=Path, metavar="DIR", default=None,
+                   help="cross-compile each listed config for this variant, write its final "
+                        "ISA into DIR and analyse its main K loop: instruction mix, llvm-mca "
+                        "cycles per trip and ratio to the MFMA-bound time, grid (exit 1 if "
+                        "a config fails to compile)")
     p.add_argument("--json", action="store_true")
 
 
-def _emulate_configs(configs: list[dict[str, int]], arch: str, dtype: str, layout: str,
-                     op: str) -> list[dict]:
-    """Compile and emulate each config in worker processes; one verdict per config."""
+def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layout: str,
+                     op: str, *, emulate: bool, dump_dir: Path | None) -> list[Any]:
+    """Compile (and with ``emulate`` emulate) each config in worker processes; one
+    CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
     from ..flydsl_backend import catalog
 
     jobs = [catalog.Job(catalog.TEMPLATE, tuple(sorted(c.items())), arch, dtype, layout, op)
             for c in configs]
-    run = catalog.run_catalog(jobs, db_path=None, progress=False,
-                              compile_fn=catalog.EMULATE_COMPILE_FN)
+    compile_fn = catalog.EMULATE_COMPILE_FN if emulate else catalog.DEFAULT_COMPILE_FN
+    run = catalog.run_catalog(jobs, db_path=None, progress=False, compile_fn=compile_fn,
+                              dump_dir=dump_dir)
     by_key = {item.job.key: item for item in run.results}
-    verdicts = []
-    for job in jobs:
-        result = by_key[job.key].result
-        if result.emulation is None:
-            verdicts.append({"ok": False, "error": result.error or "not compiled"})
-        else:
-            e = result.emulation
-            verdicts.append({"ok": e["ok"], "max_abs_err": e["max_abs_err"],
-                             "shape": e["shape"], "races": len(e["races"]),
-                             "error": e["error"]})
-    return verdicts
+    return [by_key[job.key].result for job in jobs]
+
+
+def _verdict(result: Any) -> dict[str, Any]:
+    if result.emulation is None:
+        return {"ok": False, "error": result.error or "not compiled"}
+    e = result.emulation
+    return {"ok": e["ok"], "max_abs_err": e["max_abs_err"], "shape": e["shape"],
+            "races": len(e["races"]), "error": e["error"]}
+
+
+def _isa_name(rank: int, config: dict[str, int], arch: str, dtype: str, layout: str,
+              op: str) -> str:
+    """``01_gfx950_bf16_nt_mm_256x256x64_w2x4_stages2_group_m8.s`` (rank: best first)."""
+    c = dict(config)
+    parts = [f"{rank:02d}", arch, dtype, layout, op]
+    if {"tile_m", "tile_n", "tile_k", "waves_m", "waves_n"} <= set(c):
+        parts += [f"{c.pop('tile_m')}x{c.pop('tile_n')}x{c.pop('tile_k')}",
+                  f"w{c.pop('waves_m')}x{c.pop('waves_n')}"]
+    parts += [f"{k}{v}" for k, v in c.items()]
+    return "_".join(parts) + ".s"
+
+
+def _grid(config: dict[str, int], m: int, n: int, batch: int) -> dict[str, Any]:
+    """Workgroups the template launches for this shape (its ``launch_geometry``)."""
+    from ..flydsl_backend import catalog
+
+    tpl = catalog._tpl
+    try:
+        grid, _ = tpl.launch_geometry(tpl.GemmConfig.from_json(dict(config)), m, n, batch)
+    except (AttributeError, TypeError, ValueError) as exc:
+        return {"grid": None, "workgroups": None, "grid_error": f"{type(exc).__name__}: {exc}"}
+    workgroups = 1
+    for extent in grid:
+        workgroups *= int(extent)
+    return {"grid": [int(g) for g in grid], "workgroups": workgroups}
+
+
+def _isa_fields(result: Any, isa_dir: Path, name: str) -> dict[str, Any]:
+    """``isa_path`` (copied into ``isa_dir``), main-loop mix and llvm-mca estimate."""
+    if result.isa_path is None:
+        return {"isa_path": None, "compile_error": result.error or "no ISA produced",
+                "main_loop": False, "loop_mix": None, "mca": None,
+                "mca_unavailable": "not compiled"}
+    target = isa_dir / name
+    shutil.copyfile(result.isa_path, target)
+    analysis = result.loop_analysis or {}
+    fields: dict[str, Any] = {"isa_path": str(target)}
+    if result.error:
+        fields["compile_error"] = result.error
+    fields.update({
+        "main_loop": bool(analysis.get("main_loop")),
+        "loop_label": analysis.get("label"),
+        "loop_mix": analysis.get("mix") or None,
+        "mca": analysis.get("mca"),
+        "mca_unavailable": analysis.get("mca_unavailable"),
+    })
+    if not fields["main_loop"]:
+        fields["loop_reason"] = analysis.get("reason", "not analysed")
+    return fields
+
+
+def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dtype: str,
+                    dims: tuple[int, int, int, int]) -> tuple[list[dict[str, Any]], int]:
+    """--emulate and/or --isa for the listed configs: the augmented entries, exit status."""
+    short = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
+    layout = args.layout.lower()
+    batch, m, n, _ = dims
+    with tempfile.TemporaryDirectory(prefix="flydsl-explain-") as tmp:
+        dump = Path(tmp) if args.isa is not None else None
+        results = _compile_configs(configs, args.arch, short, layout, args.op,
+                                   emulate=args.emulate, dump_dir=dump)
+        entries, status = [], 0
+        if args.isa is not None:
+            args.isa.mkdir(parents=True, exist_ok=True)
+        for rank, (config, result) in enumerate(zip(configs, results, strict=True), 1):
+            entry: dict[str, Any] = dict(config)
+            if args.emulate:
+                entry["emulation"] = _verdict(result)
+                status |= 0 if entry["emulation"]["ok"] else 1
+            if args.isa is not None:
+                name = _isa_name(rank, config, args.arch, short, layout, args.op)
+                entry.update(_grid(config, m, n, batch))
+                entry.update(_isa_fields(result, args.isa, name))
+                status |= 0 if result.ok else 1
+            entries.append(entry)
+    return entries, status
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,18 +175,14 @@ def run(args: argparse.Namespace) -> int:
             db_info = {"db": str(db_path), **bucket_status(db, problem)}
             db.close()
     status = 0
-    if args.emulate and result.eligible:
+    if (args.emulate or args.isa is not None) and result.eligible:
         from ..flydsl_backend.toolchain import ToolchainError
 
-        short = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
         try:
-            verdicts = _emulate_configs(result.configs, args.arch, short, args.layout.lower(),
-                                        args.op)
+            result.configs, status = _compile_listed(args, result.configs, dtype,
+                                                     (batch, m, n, k))
         except ToolchainError as exc:
             return fail(str(exc))
-        result.configs = [{**c, "emulation": v} for c, v in zip(result.configs, verdicts,
-                                                                   strict=True)]
-        status = 0 if all(v["ok"] for v in verdicts) else 1
     if args.json:
         print_json({**result.as_json(), "tuning_db": db_info})
         return status
@@ -122,13 +204,42 @@ def run(args: argparse.Namespace) -> int:
     if result.eligible:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} {result.search_space} configs, best first")
-        fields = list(result.configs[0])
+        fields = [f for f in result.configs[0] if f not in _ISA_KEYS]
         print_table("configs", fields, [[_cell(c[f]) for f in fields] for c in result.configs])
+        if args.isa is not None:
+            _print_isa_table(result.configs)
     else:
         console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:")
         for reason in result.reasons:
             console.print(f"  - {reason}")
     return status
+
+
+_ISA_KEYS = ("isa_path", "compile_error", "main_loop", "loop_label", "loop_mix", "loop_reason",
+             "mca", "mca_unavailable", "grid", "workgroups", "grid_error")
+
+
+def _print_isa_table(entries: list[dict[str, Any]]) -> None:
+    rows = []
+    for rank, e in enumerate(entries, 1):
+        mix, mca = e.get("loop_mix") or {}, e.get("mca") or {}
+        rows.append([rank, e.get("workgroups"), mix.get("mfma_total", "-"),
+                     mca.get("cycles_per_trip", "-"), mca.get("ratio", "-"),
+                     mix.get("ds_write_min_bytes", "-") if mix else "-",
+                     f"{mix.get('vmem_load_lds', 0)}/{mix.get('vmem_load', 0)}" if mix else "-",
+                     Path(e["isa_path"]).name if e.get("isa_path") else e.get("compile_error")])
+    print_table("main K loop per trip (llvm-mca: 1.0 = MFMA-bound)",
+                ["#", "workgroups", "MFMAs", "cycles", "ratio", "min LDS write B",
+                 "loads to LDS/all", "ISA"], rows)
+    model = sorted({f"{k} = {v} cycles" for e in entries
+                    for k, v in ((e.get("mca") or {}).get("model_cycles_by_mfma") or {}).items()})
+    if model:
+        console.print(f"model cycles per MFMA: {', '.join(model)}")
+    reasons = sorted({e["mca_unavailable"] for e in entries
+                      if e.get("main_loop") and not e.get("mca") and e.get("mca_unavailable")})
+    reasons += sorted({e["loop_reason"] for e in entries if e.get("loop_reason")})
+    for reason in reasons:
+        console.print(f"no estimate: {reason}", markup=False)
 
 
 def _cell(value: object) -> object:
