@@ -20,18 +20,28 @@ every value. ``alpha`` scales the product for all ops; ``beta`` is used only by
 
 Kernel design: a workgroup of ``waves_m * waves_n`` wave64 waves computes a
 ``tile_m x tile_n`` output tile. Each K step stages a ``tile_m x tile_k`` slice of A and a
-``tile_n x tile_k`` slice of B in LDS (K-contiguous rows padded by 8 elements), loading
-16-byte vectors along each operand's contiguous global dimension. The global loads of
-step ``t + 1`` are issued before the MFMAs of step ``t``; ``stages`` is the number of
-LDS buffers (1: single buffer, two barriers per step; 2: double buffer, one barrier per
-step). Each wave owns a ``(tile_m / waves_m) x (tile_n / waves_n)`` sub-tile made of
+``tile_n x tile_k`` slice of B in LDS, in one of two ways:
+
+* gfx950 ``nt`` (both operands K-contiguous, the linear-layer case): buffer loads go
+  straight from global memory into LDS (``buffer_load_dwordx4 ... lds``, no registers, no
+  ``ds_write``), into an unpadded layout whose 16-byte chunks are XOR-swizzled per row.
+  ``stages`` LDS buffers are in flight; each K step waits for its own loads
+  (``s_waitcnt vmcnt``), meets the other waves at one barrier, issues the loads of step
+  ``t + stages - 1`` and computes step ``t``.
+* every other variant: 16-byte global loads into registers, written to K-contiguous LDS
+  rows padded by 8 elements; the loads of step ``t + 1`` are issued before the MFMAs of
+  step ``t``; ``stages`` is 1 (single buffer, two barriers per step) or 2 (double
+  buffer, one barrier per step).
+
+Each wave owns a ``(tile_m / waves_m) x (tile_n / waves_n)`` sub-tile made of
 16x16 MFMA blocks (gfx950: ``v_mfma_f32_16x16x32_{bf16,f16}``; gfx942:
 ``v_mfma_f32_16x16x16{bf16_1k,f16}``). The MFMA is issued with B as the first operand so
 each lane ends up holding 4 consecutive output columns, written with one 8-byte store.
 ``group_m`` reorders workgroups in groups of ``group_m`` tile rows for L2 reuse.
 
 M and N tails are handled in the kernel (clamped loads, predicated stores); K must be a
-multiple of ``tile_k``. See :func:`divisibility_requirements`.
+multiple of ``tile_k`` and at least ``stages - 1`` K steps long. See
+:func:`divisibility_requirements`.
 """
 
 import functools
@@ -137,9 +147,16 @@ class GemmConfig:
         return config
 
 
-def lds_bytes(config: GemmConfig) -> int:
+def uses_async_lds(layout: str, arch: str) -> bool:
+    """Whether the kernel loads straight into (swizzled, unpadded) LDS: gfx950 with both
+    operands K-contiguous (``nt``). Other variants stage loads through registers."""
+    return arch == "gfx950" and layout == "nt"
+
+
+def lds_bytes(config: GemmConfig, layout: str, arch: str) -> int:
     """Static LDS the kernel allocates for ``config`` (exact, the compiler adds nothing)."""
-    return config.stages * (config.tile_m + config.tile_n) * (config.tile_k + LDS_PAD) * ELEM_BYTES
+    pad = 0 if uses_async_lds(layout, arch) else LDS_PAD
+    return config.stages * (config.tile_m + config.tile_n) * (config.tile_k + pad) * ELEM_BYTES
 
 
 def loads_per_thread(config: GemmConfig) -> tuple[int, int]:
@@ -163,7 +180,7 @@ def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[
         "m_multiple": VEC if a_col_major else 1,
         "n_multiple": VEC,
         "k_multiple": config.tile_k,
-        "k_min": config.tile_k,
+        "k_min": config.tile_k * max(1, config.stages - 1),
         "ld_multiple": VEC,
         "base_align_bytes": VEC * ELEM_BYTES,
         "max_span_elements": MAX_SPAN_ELEMENTS,
@@ -217,6 +234,28 @@ def _load_tile(
     return vectors
 
 
+def _async_load_tile(fx, atom, src, extent, k0, ld, tile_k, nthreads, tid, wave_base, lds, count):
+    """Direct-to-LDS loads (gfx950) of a K-contiguous ``rows x tile_k`` tile.
+
+    LDS holds the tile unpadded, row after row, as 16-byte chunks whose position in the
+    row is XOR-swizzled: logical chunk ``c`` of row ``r`` sits at ``c ^ (r % chunks)``.
+    The hardware writes lane ``l``'s 16 bytes at the wave's LDS base (``wave_base``, wave
+    uniform) plus ``16 * l``, so each lane loads the logical chunk that belongs at its
+    physical position (the swizzle is its own inverse). Rows past ``extent`` are clamped:
+    they only feed outputs that are never stored.
+    """
+    chunks = tile_k // VEC
+    for j in range(count):
+        p = tid + j * nthreads
+        row = p // chunks
+        chunk = (p % chunks) ^ (row % chunks)
+        row = (row < extent).select(row, extent - 1)
+        offset = row * ld + k0 + chunk * VEC
+        dst = lds + (wave_base + j * nthreads * VEC)
+        fx.copy_atom_call(atom, fx.make_view(src + offset, fx.make_layout(1, 1)),
+                          fx.make_view(dst, fx.make_layout(1, 1)))
+
+
 def _store_tile(fx, lds, vectors, k_contiguous, rows, tile_k, nthreads, tid):
     """Write loaded vectors into an LDS tile stored as K-contiguous padded rows."""
     ldk = tile_k + LDS_PAD
@@ -245,7 +284,9 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
     nthreads = config.num_threads
     stages = config.stages
     group_m = config.group_m
-    ldk = tk + LDS_PAD
+    # gfx950 NT: both operands K-contiguous -> direct-to-LDS loads into swizzled LDS.
+    use_async = uses_async_lds(layout, arch)
+    ldk = tk if use_async else tk + LDS_PAD
     a_stage, b_stage = tm * ldk, tn * ldk
     loads_a, loads_b = loads_per_thread(config)
     a_k_contig = layout[0] == "n"
@@ -285,6 +326,66 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                 for j in range(rep_n):
                     out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
         return out
+
+    def async_setup(A, B, m0, n0, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane, wave,
+                    wave_m, wave_n, sa0, sb0):
+        """gfx950, both operands K-contiguous: buffer loads straight into swizzled LDS.
+        Returns ``issue(step, slot)`` (the loads of one K step) and ``compute_slot``."""
+        atom = fx.make_copy_atom(fx.rocdl.cdna4.BufferLoadAsyncLDS128b(), 128)
+        a_src = fx.get_iter(fx.rocdl.make_buffer_tensor(A, max_size=True))
+        b_src = fx.get_iter(fx.rocdl.make_buffer_tensor(B, max_size=True))
+        if const_expr(batched):
+            a_src = a_src + fx.block_idx.y * batch_a
+            b_src = b_src + fx.block_idx.y * batch_b
+        a_src = a_src + m0 * lda
+        b_src = b_src + n0 * ldb
+        wave_base = fx.Int32(rocdl.readfirstlane(
+            fx.Int64.ir_type, fx.Int64(wave * (WAVE_SIZE * VEC * ELEM_BYTES)))) // ELEM_BYTES
+        chunks = tk // VEC
+        lane_row = lane % 16
+        group = lane // 16  # which 8-element K chunk of an MFMA step the lane holds
+
+        def lane_offsets(row0):
+            # Per K sub-step kk, the element offset of the lane's chunk (loop invariant).
+            row = row0 + lane_row
+            swizzle = group ^ (row % chunks)
+            return [row * tk + ((kk * (mfma_k // VEC)) ^ swizzle) * VEC
+                    for kk in range(tk // mfma_k)]
+
+        a_offs = lane_offsets(wave_m * wm)
+        b_offs = lane_offsets(wave_n * wn)
+
+        def issue(step, slot):
+            k0 = step * tk
+            _async_load_tile(fx, atom, a_src, m_left, k0, lda, tk, nthreads, tid, wave_base,
+                             sa0 + slot * a_stage, loads_a)
+            _async_load_tile(fx, atom, b_src, n_left, k0, ldb, tk, nthreads, tid, wave_base,
+                             sb0 + slot * b_stage, loads_b)
+
+        def compute_slot(acc, slot):
+            out = list(acc)
+            sa, sb = sa0 + slot * a_stage, sb0 + slot * b_stage
+            for kk in range(tk // mfma_k):
+                a_frags = [fx.ptr_load(sa + (a_offs[kk] + i * 16 * tk), frag_type)
+                           for i in range(rep_m)]
+                b_frags = [fx.ptr_load(sb + (b_offs[kk] + j * 16 * tk), frag_type)
+                           for j in range(rep_n)]
+                for i in range(rep_m):
+                    for j in range(rep_n):
+                        out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
+            return out
+
+        def schedule_hints():
+            # All buffer loads first, then per MFMA sub-step its fragment reads and MFMAs.
+            rocdl.sched_vmem(loads_a + loads_b)
+            for _ in range(tk // mfma_k):
+                rocdl.sched_dsrd(rep_n)
+                rocdl.sched_dsrd(rep_m)
+                for _ in range(rep_m):
+                    rocdl.sched_mfma(rep_n)
+            rocdl.sched_barrier(0)
+
+        return issue, compute_slot, schedule_hints
 
     @flyc.kernel
     def gemm_kernel(
@@ -362,64 +463,94 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
 
         acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
 
-        first_a = _load_tile(
-            fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
-        )
-        first_b = _load_tile(
-            fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
-        )
-        _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
-        _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
-        fx.gpu.barrier()
-
         k_steps = K // tk
-        for step in range(0, k_steps - 1, 1):
-            k_next = (step + 1) * tk
-            next_a = _load_tile(
-                fx,
-                a_ptr,
-                m_left,
-                0,
-                k_next,
-                lda,
-                a_k_contig,
-                tm,
-                tk,
-                nthreads,
-                tid,
-                vec_type,
-                loads_a,
-            )
-            next_b = _load_tile(
-                fx,
-                b_ptr,
-                n_left,
-                0,
-                k_next,
-                ldb,
-                b_k_contig,
-                tn,
-                tk,
-                nthreads,
-                tid,
-                vec_type,
-                loads_b,
-            )
-            if const_expr(stages == 2):
-                cur = step % 2
-                acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
-                nxt = 1 - cur
-                _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
-                _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
-                fx.gpu.barrier()
+        if const_expr(use_async):
+            issue, compute_slot, schedule_hints = async_setup(
+                A, B, m0, n0, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane, wave,
+                wave_m, wave_n, sa0, sb0)
+            per_step = loads_a + loads_b  # buffer loads one K step issues per thread
+            if const_expr(stages == 1):
+                # One buffer: everyone is done reading it, load, wait, meet, compute.
+                for step in range(0, k_steps, 1):
+                    rocdl.s_barrier()
+                    issue(step, 0)
+                    rocdl.s_waitcnt(vmcnt=0)
+                    rocdl.s_barrier()
+                    acc = compute_slot(acc, 0)
             else:
-                acc = compute(acc, sa0, sb0, a_lane, b_lane)
-                fx.gpu.barrier()
-                _store_tile(fx, sa0, next_a, a_k_contig, tm, tk, nthreads, tid)
-                _store_tile(fx, sb0, next_b, b_k_contig, tn, tk, nthreads, tid)
-                fx.gpu.barrier()
-        last = (k_steps - 1) % stages
-        acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
+                for s in range_constexpr(stages - 1):
+                    issue(s, s)
+                for step in range(0, k_steps - (stages - 1), 1):
+                    # Step ``step``'s loads are done once only the later stages' are left.
+                    rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
+                    rocdl.s_barrier()
+                    issue(step + (stages - 1), (step + (stages - 1)) % stages)
+                    acc = compute_slot(acc, step % stages)
+                    schedule_hints()
+                for i in range_constexpr(stages - 1):
+                    rocdl.s_waitcnt(vmcnt=(stages - 2 - i) * per_step)
+                    rocdl.s_barrier()
+                    acc = compute_slot(acc, (k_steps - (stages - 1) + i) % stages)
+
+        else:
+            first_a = _load_tile(
+                fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
+            )
+            first_b = _load_tile(
+                fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
+            )
+            _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
+            _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
+            fx.gpu.barrier()
+
+            for step in range(0, k_steps - 1, 1):
+                k_next = (step + 1) * tk
+                next_a = _load_tile(
+                    fx,
+                    a_ptr,
+                    m_left,
+                    0,
+                    k_next,
+                    lda,
+                    a_k_contig,
+                    tm,
+                    tk,
+                    nthreads,
+                    tid,
+                    vec_type,
+                    loads_a,
+                )
+                next_b = _load_tile(
+                    fx,
+                    b_ptr,
+                    n_left,
+                    0,
+                    k_next,
+                    ldb,
+                    b_k_contig,
+                    tn,
+                    tk,
+                    nthreads,
+                    tid,
+                    vec_type,
+                    loads_b,
+                )
+                if const_expr(stages == 2):
+                    cur = step % 2
+                    acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
+                    nxt = 1 - cur
+                    _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
+                    _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
+                    fx.gpu.barrier()
+                else:
+                    acc = compute(acc, sa0, sb0, a_lane, b_lane)
+                    fx.gpu.barrier()
+                    _store_tile(fx, sa0, next_a, a_k_contig, tm, tk, nthreads, tid)
+                    _store_tile(fx, sb0, next_b, b_k_contig, tn, tk, nthreads, tid)
+                    fx.gpu.barrier()
+            last = (k_steps - 1) % stages
+            acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
+
 
         # Epilogue: lane holds out[row, col:col+4] of each 16x16 block.
         row_base = wave_m * wm + lane_row

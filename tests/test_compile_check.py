@@ -115,7 +115,8 @@ def test_catalog_rows_match_results(sample_run):
             assert item.status == catalog.OK and res.ok, res.error
             assert set(res.mfma_counts) == {mnemonic} and res.mfma_counts[mnemonic] > 0
             assert row["vgpr_spills"] == row["sgpr_spills"] == row["scratch_bytes"] == 0
-            assert row["lds_bytes"] == gemm.lds_bytes(gemm.GemmConfig(**job.config_json))
+            assert row["lds_bytes"] == gemm.lds_bytes(gemm.GemmConfig(**job.config_json),
+                                                      job.layout, job.arch)
             assert row["error"] is None
 
 

@@ -65,7 +65,9 @@ def estimate(config: Any, dtype: str, arch: str) -> tuple[int, int, bool, list[s
         config.validate()
     except ValueError as exc:
         return 0, 0, False, [f"invalid config: {exc}"]
-    lds = tpl.lds_bytes(config)
+    # The padded (register-staged) layout is the larger one: a config accepted here fits
+    # in every layout, including gfx950 ``nt``'s unpadded direct-to-LDS layout.
+    lds = tpl.lds_bytes(config, "nn", arch)
     vgprs = estimate_vgprs(config, arch)
     reasons = []
     if lds > LDS_LIMIT_BYTES[arch]:
