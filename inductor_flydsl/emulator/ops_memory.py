@@ -391,3 +391,31 @@ for _name in _DS_WRITE:
     opcode(_name)(_ds_write)
 opcode("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64")(_ds_read2)
 opcode("ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64")(_ds_write2)
+
+
+@opcode("ds_read_b64_tr_b16")
+def _ds_read_tr16(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    """gfx950 transposed LDS read of 16-bit elements.
+
+    Each group of 16 lanes reads a 4 x 16 tile: lane ``4 r + q`` of the group supplies the
+    address of row ``r``'s elements ``4 q .. 4 q + 3``. After the exchange lane ``c`` of
+    the group holds column ``c``: element ``r`` of its 64-bit result is row ``r``, column
+    ``c`` of the tile.
+    """
+    d, vaddr = operands(ins, 2)
+    offset, machine = _offset(ins), ctx.machine
+
+    def run(w: Wave) -> None:
+        if not w.exec_full:
+            raise UnknownOpcode(f"{ins.where()}: ds_read_b64_tr_b16 with some lanes inactive "
+                                f"is not emulated")
+        lanes = np.arange(64)
+        data = machine.lds_read(w, ins, _lds_addr(w, vaddr, lanes, offset), 8,
+                                _fault_fn(ins, w, lanes))
+        elems = data.view(np.uint16).reshape(4, 4, 4, 4)  # [group, row, quad, element]
+        # lane c = 4 * quad + element of the group receives [row 0..3] of that column
+        columns = elems.transpose(0, 2, 3, 1).reshape(64, 4)
+        _write_loaded(w, d, lanes, columns.view(np.uint32).reshape(64, 2), "dword")
+        _issue(ctx, w, ins, "lgkm", d.codes())
+
+    return Compiled(ins, run, codes(vaddr), codes(d), kind="mem")

@@ -446,3 +446,31 @@ def test_bitop3_truth_table(table, expected):
                 for i in range(32)]
         expected = sum((table >> b & 1) << i for i, b in enumerate(bits))
     assert (v == expected).all()
+
+
+def test_transposed_lds_read_gives_each_lane_a_column():
+    # LDS holds 16-bit values 0, 1, 2, ...; lane L points at its own 4 elements (8 bytes
+    # at 8 * L). In each group of 16 lanes, lane 4r + q holds row r, columns 4q..4q+3 of a
+    # 4 x 16 tile; after the read lane c of the group holds column c, rows 0..3.
+    report, _ = run("""
+        v_lshlrev_b32_e32 v1, 2, v0
+        v_add_u32_e32 v2, 1, v1
+        v_lshl_or_b32 v3, v2, 16, v1
+        v_add_u32_e32 v4, 2, v1
+        v_add_u32_e32 v5, 3, v1
+        v_lshl_or_b32 v6, v5, 16, v4
+        v_lshlrev_b32_e32 v7, 3, v0
+        ds_write_b64 v7, v[3:4]
+        s_waitcnt lgkmcnt(0)
+        ds_write_b32 v7, v3
+        ds_write_b32 v7, v6 offset:4
+        s_waitcnt lgkmcnt(0)
+        ds_read_b64_tr_b16 v[8:9], v7
+        s_waitcnt lgkmcnt(0)
+        s_endpgm""", lds=512)
+    w = report.last_waves[0]
+    got = np.stack([w.v[8] & 0xFFFF, w.v[8] >> 16, w.v[9] & 0xFFFF, w.v[9] >> 16], axis=1)
+    for lane in range(64):
+        group, c = divmod(lane, 16)
+        want = [4 * (group * 16 + 4 * r + c // 4) + c % 4 for r in range(4)]
+        assert got[lane].tolist() == want
