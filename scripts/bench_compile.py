@@ -1,9 +1,14 @@
 """Compile-time benchmark: default mode vs cold max-autotune vs max-autotune with a warm DB.
 
-Each measurement runs scripts/compile_model.py in its own process with a fresh
-TORCHINDUCTOR_CACHE_DIR, so Inductor's caches never help; only the tuning DB carries over
-from the cold run to the warm one. Times are compile plus first call, measured in the
-child. With --repeat N each configuration runs N times and the median is used.
+Each measurement runs scripts/compile_model.py in its own process with every cache of its
+own, so no cache carries over between runs; only the tuning DB carries over from the cold
+run to the warm one:
+- TORCHINDUCTOR_CACHE_DIR: Inductor's FX-graph, autotune and kernel caches;
+- TMPDIR: Inductor's precompiled C++ header lives under the system temp dir
+  (``torch._inductor.cpp_builder``, ``tempfile.gettempdir()``) whatever the cache dir says;
+- TRITON_CACHE_DIR, XDG_CACHE_HOME: Triton's kernel cache and other per-user caches.
+Times are compile plus first call, measured in the child. With --repeat N each
+configuration runs N times and the median is used.
 
     python scripts/bench_compile.py            # table
     python scripts/bench_compile.py --json     # one JSON object
@@ -23,9 +28,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def isolated_env(root: Path) -> dict[str, str]:
+    """Environment of one run: every cache it could use lives under ``root``."""
+    dirs = {"TORCHINDUCTOR_CACHE_DIR": root / "inductor_cache", "TMPDIR": root / "tmp",
+            "TRITON_CACHE_DIR": root / "triton_cache", "XDG_CACHE_HOME": root / "xdg_cache"}
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, **{k: str(v) for k, v in dirs.items()},
+            "INDUCTOR_FLYDSL_SHIPPED": "0"}
+
+
 def run_child(args: list[str], cache_dir: Path) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
-           "INDUCTOR_FLYDSL_SHIPPED": "0"}
+    env = isolated_env(cache_dir)
     env.pop("INDUCTOR_FLYDSL", None)
     proc = subprocess.run([sys.executable, str(HERE / "compile_model.py"), *args], env=env,
                           capture_output=True, text=True, check=False)
