@@ -13,7 +13,9 @@ The cycles per MFMA are measured, not assumed: llvm-mca runs a block of the same
 alone with independent destinations. It is a single-wave, latency-blind model; it shows
 instruction overhead, not memory latency or the overlap of waves. Without
 ``llvm-mca-22`` (Debian's ``llvm-22``), or when it fails, the estimate is absent with a
-one-line reason; nothing raises.
+one-line reason; nothing raises. llvm-mca-22 hangs on some loops with 64-bit MADs: after
+:data:`MCA_TIMEOUT_S` those are modelled as two VALU ops and the estimate counts them
+(``mad64_substituted``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 LLVM_MCA = "llvm-mca-22"
 MCA_ITERATIONS = 100
-MCA_TIMEOUT_S = 60.0
+MCA_TIMEOUT_S = 20.0  # a loop takes well under a second; longer means llvm-mca hung
 INSTALL_HINT = "install Debian's llvm-22 (scripts/install.sh does)"
 NO_LOOP = "no main loop: no backward-branch loop with MFMA instructions in the ISA"
 
@@ -248,6 +250,10 @@ class McaUnavailable(Exception):
     """llvm-mca is missing or failed; the message is the one-line reason."""
 
 
+class McaHang(McaUnavailable):
+    """llvm-mca did not finish (LLVM 22 hangs on some gfx950 loops, see _MAD64_RE)."""
+
+
 def find_llvm_mca() -> str | None:
     return shutil.which(LLVM_MCA)
 
@@ -268,7 +274,9 @@ def run_mca(body: str, arch: str, *, iterations: int = MCA_ITERATIONS) -> float:
             [tool, "-mtriple=amdgcn", f"-mcpu={arch}", f"-iterations={iterations}"],
             input=body, capture_output=True, text=True, timeout=MCA_TIMEOUT_S, check=False,
             env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired as exc:
+        raise McaHang(f"{LLVM_MCA} -mcpu={arch} did not finish in {MCA_TIMEOUT_S:g} s") from exc
+    except OSError as exc:
         raise McaUnavailable(f"{LLVM_MCA} failed: {exc}") from exc
     match = re.search(r"^Total Cycles:\s+(\d+)", proc.stdout, re.MULTILINE)
     if proc.returncode != 0 or match is None:
@@ -281,6 +289,50 @@ def _mca_body(instructions: tuple[str, ...] | list[str]) -> str:
     """What llvm-mca is fed: the loop's instructions without branches (whose targets are
     not in the fed text)."""
     return "\n".join(line for line in instructions if not _BRANCH_RE.match(line)) + "\n"
+
+
+# llvm-mca-22 never finishes (an endless in-order stall) on some gfx950 loops with the
+# two-uop (VALU + SALU) v_mad_u64_u32/v_mad_i64_i32 next to ds_reads and MFMAs; found on
+# the pre-rework template's TN/TT loops. When it hangs, each such MAD is modelled as
+# two one-cycle VALU ops with the same vector registers (a 32-bit MAD writing the low
+# half, a move writing the high half); the estimate then says how many were substituted.
+_MAD64_RE = re.compile(r"^v_mad_[ui]64_[ui]32\s+v\[(\d+):(\d+)\],\s*[^,]+,\s*([^,]+),\s*([^,]+),"
+                       r"\s*([^,\s]+)\s*$")
+_PAIR_RE = re.compile(r"^([vs])\[(\d+):(\d+)\]$")
+
+
+def _mad64_surrogate(line: str) -> str | None:
+    match = _MAD64_RE.match(line)
+    if match is None:
+        return None
+    lo, hi, a, b, c = match.groups()
+    pair = _PAIR_RE.match(c)
+    c_lo, c_hi = (f"{pair[1]}{pair[2]}", f"{pair[1]}{pair[3]}") if pair else (c, "0")
+    return f"v_mad_u32_u24 v{lo}, {a}, {b}, {c_lo}\nv_mov_b32 v{hi}, {c_hi}"
+
+
+def _without_mad64(body: str) -> tuple[str, int]:
+    lines, count = [], 0
+    for line in body.splitlines():
+        surrogate = _mad64_surrogate(line)
+        count += surrogate is not None
+        lines.append(surrogate or line)
+    return "\n".join(lines) + "\n", count
+
+
+def _loop_cycles(body: str, arch: str) -> tuple[float, int]:
+    """Total cycles of ``body``, and how many 64-bit MADs had to be substituted (0 unless
+    llvm-mca hung on the body as it is)."""
+    try:
+        return run_mca(body, arch), 0
+    except McaHang as hang:
+        surrogate, count = _without_mad64(body)
+        if count == 0:
+            raise
+        try:
+            return run_mca(surrogate, arch), count
+        except McaHang:
+            raise hang from None
 
 
 def _independent_block(line: str, copies: int) -> str:
@@ -327,7 +379,8 @@ def mca_estimate(loop: MainLoop, arch: str) -> dict[str, Any]:
     """
     if loop.mfma_count == 0:
         raise McaUnavailable("the loop has no MFMA instructions")
-    cycles = run_mca(_mca_body(loop.instructions), arch) / MCA_ITERATIONS
+    total, substituted = _loop_cycles(_mca_body(loop.instructions), arch)
+    cycles = total / MCA_ITERATIONS
     first_of: dict[str, str] = {}
     for line in loop.instructions:
         if _is_mfma(mnemonic(line)):
@@ -345,6 +398,8 @@ def mca_estimate(loop: MainLoop, arch: str) -> dict[str, Any]:
         "model_cycles_per_mfma": round(bound / loop.mfma_count, 3),
         "model_cycles_by_mfma": dict(sorted(per_kind.items())),
         "ratio": round(cycles / bound, 3),
+        # 64-bit MADs modelled as two VALU ops because llvm-mca hung on them (see _MAD64_RE)
+        "mad64_substituted": substituted,
     }
 
 

@@ -136,6 +136,7 @@ def test_mca_estimate_of_stored_kernels():
     assert nn["model_cycles_by_mfma"] == {"v_mfma_f32_16x16x32_bf16": 4.0}
     assert nn["mfma_per_trip"] == 8 and nt["mfma_per_trip"] == 16
     for est in (nn, nt):
+        assert est["mad64_substituted"] == 0
         assert est["ratio"] == pytest.approx(
             est["cycles_per_trip"] / (est["mfma_per_trip"] * est["model_cycles_per_mfma"]),
             rel=1e-2)
@@ -150,6 +151,28 @@ def test_llvm_mca_failure_is_a_reason_not_an_error():
     assert result.mca is None
     assert "llvm-mca-22 -mcpu=gfx000 failed" in result.mca_unavailable
     assert "\n" not in result.mca_unavailable
+
+
+# Six lines of the pre-rework template's gfx950 TN 64x256x32 loop on which llvm-mca-22
+# never finishes (two-uop v_mad_u64_u32 between ds_reads and the MFMA that waits on them).
+HANGS_LLVM_MCA = (
+    "ds_read_b128 v[94:97], v78 offset:11520",
+    "ds_read_b128 v[100:103], v88",
+    "ds_read_b128 v[104:107], v88 offset:1280",
+    "v_or_b32_e32 v77, s5, v70",
+    "v_mad_u64_u32 v[78:79], s[20:21], v77, s7, v[66:67]",
+    "v_mfma_f32_16x16x32_bf16 v[22:25], v[94:97], v[104:107], v[22:25]",
+)
+
+
+@needs_mca
+def test_llvm_mca_hang_is_worked_around(monkeypatch):
+    monkeypatch.setattr(loop_analysis, "MCA_TIMEOUT_S", 3.0)
+    with pytest.raises(loop_analysis.McaHang, match="did not finish in 3 s"):
+        loop_analysis.run_mca("\n".join(HANGS_LLVM_MCA) + "\n", "gfx950", iterations=1)
+    est = loop_analysis.mca_estimate(loop_analysis.MainLoop(".L", HANGS_LLVM_MCA), "gfx950")
+    assert est["mad64_substituted"] == 1 and est["mfma_per_trip"] == 1
+    assert est["cycles_per_trip"] > 0 and est["ratio"] > 0
 
 
 def test_missing_llvm_mca_leaves_the_estimate_absent(tmp_path):
