@@ -56,7 +56,7 @@ OPS = ("mm", "addmm", "bmm")
 ARCHS = ("gfx950", "gfx942")
 
 TILE_MN_CHOICES = (16, 32, 64, 128, 256)
-TILE_K_CHOICES = (32, 64, 128)
+TILE_K_CHOICES = (32, 64, 128, 256)
 WAVES_CHOICES = (1, 2, 4)
 STAGES_CHOICES = (1, 2)
 GROUP_M_CHOICES = (1, 4, 8, 16)
@@ -148,9 +148,10 @@ class GemmConfig:
 
 
 def uses_async_lds(layout: str, arch: str) -> bool:
-    """Whether the kernel loads straight into (swizzled, unpadded) LDS: gfx950 with both
-    operands K-contiguous (``nt``). Other variants stage loads through registers."""
-    return arch == "gfx950" and layout == "nt"
+    """Whether the kernel loads straight into unpadded LDS (gfx950, every layout); gfx942
+    stages loads through registers into padded LDS rows."""
+    _check_variant(layout=layout, arch=arch)
+    return arch == "gfx950"
 
 
 def lds_bytes(config: GemmConfig, layout: str, arch: str) -> int:
@@ -234,25 +235,52 @@ def _load_tile(
     return vectors
 
 
+def swizzle_period(tile_k: int) -> int:
+    """Rows after which the XOR swizzle of a K-contiguous LDS tile repeats: the chunks per
+    row, at most 16, so a lane's swizzle is the same in every 16-row MFMA block."""
+    return min(tile_k // VEC, 16)
+
+
 def _async_load_tile(fx, atom, src, extent, k0, ld, tile_k, nthreads, tid, wave_base, lds, count):
     """Direct-to-LDS loads (gfx950) of a K-contiguous ``rows x tile_k`` tile.
 
     LDS holds the tile unpadded, row after row, as 16-byte chunks whose position in the
-    row is XOR-swizzled: logical chunk ``c`` of row ``r`` sits at ``c ^ (r % chunks)``.
+    row is XOR-swizzled: logical chunk ``c`` of row ``r`` sits at ``c ^ (r % period)``
+    (:func:`swizzle_period`).
     The hardware writes lane ``l``'s 16 bytes at the wave's LDS base (``wave_base``, wave
     uniform) plus ``16 * l``, so each lane loads the logical chunk that belongs at its
     physical position (the swizzle is its own inverse). Rows past ``extent`` are clamped:
     they only feed outputs that are never stored.
     """
     chunks = tile_k // VEC
+    period = swizzle_period(tile_k)
+    step_src = src + k0  # wave-uniform; the per-lane part below is loop invariant
     for j in range(count):
         p = tid + j * nthreads
         row = p // chunks
-        chunk = (p % chunks) ^ (row % chunks)
+        chunk = (p % chunks) ^ (row % period)
         row = (row < extent).select(row, extent - 1)
-        offset = row * ld + k0 + chunk * VEC
         dst = lds + (wave_base + j * nthreads * VEC)
-        fx.copy_atom_call(atom, fx.make_view(src + offset, fx.make_layout(1, 1)),
+        fx.copy_atom_call(atom,
+                          fx.make_view(step_src + (row * ld + chunk * VEC), fx.make_layout(1, 1)),
+                          fx.make_view(dst, fx.make_layout(1, 1)))
+
+
+def _async_load_tile_mn(fx, atom, src, extent, k0, ld, rows, nthreads, tid, wave_base, lds,
+                        count):
+    """Direct-to-LDS loads (gfx950) of an M- or N-contiguous ``tile_k x rows`` tile, kept
+    as it lies in memory: K row after K row of ``rows`` contiguous elements. A vector
+    past ``extent`` is clamped to the last full vector (its rows feed no stored output).
+    """
+    chunks = rows // VEC
+    step_src = src + k0 * ld  # wave-uniform; the per-lane part below is loop invariant
+    for j in range(count):
+        p = tid + j * nthreads
+        k = p // chunks
+        row = p % chunks * VEC
+        row = (row < extent - VEC).select(row, extent - VEC)
+        dst = lds + (wave_base + j * nthreads * VEC)
+        fx.copy_atom_call(atom, fx.make_view(step_src + (k * ld + row), fx.make_layout(1, 1)),
                           fx.make_view(dst, fx.make_layout(1, 1)))
 
 
@@ -329,47 +357,78 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
 
     def async_setup(A, B, m0, n0, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane, wave,
                     wave_m, wave_n, sa0, sb0):
-        """gfx950, both operands K-contiguous: buffer loads straight into swizzled LDS.
-        Returns ``issue(step, slot)`` (the loads of one K step) and ``compute_slot``."""
+        """gfx950: buffer loads straight into LDS (K-contiguous operands XOR-swizzled,
+        M/N-contiguous ones as they lie, read back transposed). Returns ``issue(step,
+        slot)`` (the loads of one K step), ``compute_slot`` and ``schedule_hints``."""
         atom = fx.make_copy_atom(fx.rocdl.cdna4.BufferLoadAsyncLDS128b(), 128)
         a_src = fx.get_iter(fx.rocdl.make_buffer_tensor(A, max_size=True))
         b_src = fx.get_iter(fx.rocdl.make_buffer_tensor(B, max_size=True))
         if const_expr(batched):
             a_src = a_src + fx.block_idx.y * batch_a
             b_src = b_src + fx.block_idx.y * batch_b
-        a_src = a_src + m0 * lda
-        b_src = b_src + n0 * ldb
+        a_src = a_src + (m0 * lda if a_k_contig else m0)
+        b_src = b_src + (n0 * ldb if b_k_contig else n0)
         wave_base = fx.Int32(rocdl.readfirstlane(
             fx.Int64.ir_type, fx.Int64(wave * (WAVE_SIZE * VEC * ELEM_BYTES)))) // ELEM_BYTES
-        chunks = tk // VEC
         lane_row = lane % 16
         group = lane // 16  # which 8-element K chunk of an MFMA step the lane holds
+        tr_atom = fx.make_copy_atom(fx.rocdl.cdna4.LDSReadTrans16_64b(), elem)
 
-        def lane_offsets(row0):
-            # Per K sub-step kk, the element offset of the lane's chunk (loop invariant).
-            row = row0 + lane_row
-            swizzle = group ^ (row % chunks)
-            return [row * tk + ((kk * (mfma_k // VEC)) ^ swizzle) * VEC
+        def lane_offsets(row0, k_contiguous, rows):
+            """Per K sub-step kk, the lane's element offsets in a stage (loop invariant).
+
+            K-contiguous: one offset, the lane's swizzled 8-element chunk of its row.
+            M/N-contiguous: two offsets, for two transposed reads of 4 K values each: in
+            each 16-lane group, lane ``4 r + q`` points at K row ``r`` (of 4), elements
+            ``4 q .. 4 q + 3`` of the 16 rows; the read hands lane ``c`` row ``c``.
+            """
+            if k_contiguous:
+                row = row0 + lane_row
+                swizzle = group ^ (row % swizzle_period(tk))
+                return [[row * tk + ((kk * (mfma_k // VEC)) ^ swizzle) * VEC]
+                        for kk in range(tk // mfma_k)]
+            col = row0 + lane_row % 4 * 4
+            krow = group * VEC + lane_row // 4
+            return [[(kk * mfma_k + krow + 4 * half) * rows + col for half in range(2)]
                     for kk in range(tk // mfma_k)]
 
-        a_offs = lane_offsets(wave_m * wm)
-        b_offs = lane_offsets(wave_n * wn)
+        a_offs = lane_offsets(wave_m * wm, a_k_contig, tm)
+        b_offs = lane_offsets(wave_n * wn, b_k_contig, tn)
+
+        def load(lds, rows, k_contiguous, offs, block):
+            """One MFMA operand fragment (8 elements) of 16-row block ``block``."""
+            if k_contiguous:
+                return fx.ptr_load(lds + (offs[0] + block * 16 * tk), frag_type)
+            halves = []
+            for half in range(2):
+                regs = fx.make_rmem_tensor(4, elem)
+                view = fx.make_view(lds + (offs[half] + block * 16), fx.make_layout(4, 1))
+                fx.copy_atom_call(tr_atom, view, regs)
+                halves.append(fx.Vector(fx.memref_load_vec(regs), 4, elem))
+            return fx.Vector.from_elements([halves[h][e] for h in range(2) for e in range(4)],
+                                           elem)
 
         def issue(step, slot):
             k0 = step * tk
-            _async_load_tile(fx, atom, a_src, m_left, k0, lda, tk, nthreads, tid, wave_base,
-                             sa0 + slot * a_stage, loads_a)
-            _async_load_tile(fx, atom, b_src, n_left, k0, ldb, tk, nthreads, tid, wave_base,
-                             sb0 + slot * b_stage, loads_b)
+            if const_expr(a_k_contig):
+                _async_load_tile(fx, atom, a_src, m_left, k0, lda, tk, nthreads, tid,
+                                 wave_base, sa0 + slot * a_stage, loads_a)
+            else:
+                _async_load_tile_mn(fx, atom, a_src, m_left, k0, lda, tm, nthreads, tid,
+                                    wave_base, sa0 + slot * a_stage, loads_a)
+            if const_expr(b_k_contig):
+                _async_load_tile(fx, atom, b_src, n_left, k0, ldb, tk, nthreads, tid,
+                                 wave_base, sb0 + slot * b_stage, loads_b)
+            else:
+                _async_load_tile_mn(fx, atom, b_src, n_left, k0, ldb, tn, nthreads, tid,
+                                    wave_base, sb0 + slot * b_stage, loads_b)
 
         def compute_slot(acc, slot):
             out = list(acc)
             sa, sb = sa0 + slot * a_stage, sb0 + slot * b_stage
             for kk in range(tk // mfma_k):
-                a_frags = [fx.ptr_load(sa + (a_offs[kk] + i * 16 * tk), frag_type)
-                           for i in range(rep_m)]
-                b_frags = [fx.ptr_load(sb + (b_offs[kk] + j * 16 * tk), frag_type)
-                           for j in range(rep_n)]
+                a_frags = [load(sa, tm, a_k_contig, a_offs[kk], i) for i in range(rep_m)]
+                b_frags = [load(sb, tn, b_k_contig, b_offs[kk], j) for j in range(rep_n)]
                 for i in range(rep_m):
                     for j in range(rep_n):
                         out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
@@ -379,8 +438,8 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             # All buffer loads first, then per MFMA sub-step its fragment reads and MFMAs.
             rocdl.sched_vmem(loads_a + loads_b)
             for _ in range(tk // mfma_k):
-                rocdl.sched_dsrd(rep_n)
-                rocdl.sched_dsrd(rep_m)
+                rocdl.sched_dsrd(rep_n * (1 if b_k_contig else 2))
+                rocdl.sched_dsrd(rep_m * (1 if a_k_contig else 2))
                 for _ in range(rep_m):
                     rocdl.sched_mfma(rep_n)
             rocdl.sched_barrier(0)

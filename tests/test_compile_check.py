@@ -21,7 +21,7 @@ import torch
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
-from inductor_flydsl.flydsl_backend import catalog, suites, tolerances, toolchain
+from inductor_flydsl.flydsl_backend import catalog, configs, suites, tolerances, toolchain
 from inductor_flydsl.flydsl_backend.cross_compile import CompileResult, template_source_hash
 from inductor_flydsl.keys import stable_id
 
@@ -59,10 +59,10 @@ def test_default_job_set_covers_every_config_and_variant():
         assert [gemm.GemmConfig(**j.config_json) for j in main] == list(catalog.configs_mod.DEFAULT)
         others = {(j.dtype, j.layout, j.op) for j in mine} - {catalog.MAIN_VARIANT}
         assert len(others) == len(gemm.DTYPES) * len(gemm.LAYOUTS) * len(gemm.OPS) - 1
-        assert len(mine) == 24 + 23
+        assert len(mine) == len(configs.DEFAULT) + 23
     rejected = [j for j in jobs if j.rejected]
     assert rejected and all(j.arch == "gfx942" and "LDS" in j.rejected for j in rejected)
-    assert len(catalog.build_jobs(["gfx950"], full=True)) == 24 * 24
+    assert len(catalog.build_jobs(["gfx950"], full=True)) == len(configs.DEFAULT) * 24
     assert {(j.dtype, j.layout, j.op) for j in catalog.build_jobs(["gfx950"], ops=["bmm"])} == {
         ("bf16", "nt", "bmm")}
     assert len(catalog.build_jobs(["gfx950"], "EXHAUSTIVE", limit=7)) == 7

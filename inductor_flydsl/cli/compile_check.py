@@ -7,7 +7,7 @@ usage or toolchain error, 130 when interrupted (finished jobs stay recorded).
 
 Default job set (see :mod:`inductor_flydsl.flydsl_backend.catalog`): every config of the
 search space for bf16 ``nt`` ``mm``, plus every other (dtype, layout, op) variant once
-with a representative config: 47 compiles on gfx950 and 34 compiles plus 13 recorded
+with a representative config: 50 compiles on gfx950 and 35 compiles plus 15 recorded
 rejections on gfx942 for DEFAULT. ``--full`` compiles the whole cross product (24
 variants per config); ``--dtype/--layout/--op`` select variants explicitly.
 """
@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", action="append", choices=tpl.ARCHS, default=None,
                    help="target arch, repeatable (default: gfx950)")
     p.add_argument("--search-space", type=str.upper, choices=catalog.SEARCH_SPACES,
-                   default="DEFAULT", help="DEFAULT list (24 configs) or EXHAUSTIVE (2800)")
+                   default="DEFAULT", help="DEFAULT list (27 configs) or EXHAUSTIVE (3880)")
     p.add_argument("--dtype", action="append", choices=tpl.DTYPES, default=None,
                    help="only these dtypes (repeatable)")
     p.add_argument("--layout", action="append", choices=tpl.LAYOUTS, default=None,

@@ -15,8 +15,8 @@ Which variants are compiled (``build_jobs``):
 * Otherwise the cross product of configs and variants, where each axis is the given
   filter, or all values with ``full``, or the main variant's value.
 
-Search spaces: ``DEFAULT`` is the 24-config DEFAULT list; ``EXHAUSTIVE`` every valid
-config of the template's ranges (2800, before the resource model). ``limit`` keeps the
+Search spaces: ``DEFAULT`` is the 27-config DEFAULT list; ``EXHAUSTIVE`` every valid
+config of the template's ranges (3880, before the resource model). ``limit`` keeps the
 first N jobs per arch (main variant first).
 
 Configs the resource model (:mod:`.resources`) rejects for an arch are **recorded

@@ -20,6 +20,10 @@ _DEFAULT_TUPLES = (
     (32, 64, 128, 1, 2, 2, 1),
     (32, 128, 64, 1, 4, 2, 1),
     (32, 256, 128, 1, 4, 2, 8),
+    # decode: deep K steps amortise the per-step wait and barrier (gfx950 direct-to-LDS)
+    (16, 32, 256, 1, 1, 2, 1),
+    (16, 64, 256, 1, 1, 2, 1),
+    (32, 64, 256, 1, 2, 2, 1),
     # medium tiles
     (64, 64, 64, 2, 2, 2, 8),
     (64, 128, 64, 2, 2, 2, 8),
@@ -87,7 +91,8 @@ def prune_for_shape(
     Drops configs whose ``tile_k`` does not divide K (a kernel requirement) and tiles
     much larger than the problem (``tile_m`` above M rounded up to a power of two, at
     least 16; same for N). Ranks the rest by padded work (wasted MACs on tails), then
-    by how well the tile count fills ``cu_count`` CUs, then by larger tiles.
+    by how well the tile count fills ``cu_count`` CUs, then by larger tiles, then by deeper
+    K steps.
     """
     m_cap = max(16, 1 << max(0, math.ceil(math.log2(max(m, 1)))))
     n_cap = max(16, 1 << max(0, math.ceil(math.log2(max(n, 1)))))
@@ -104,6 +109,7 @@ def prune_for_shape(
             -round(fill, 2),
             -(config.tile_m * config.tile_n),
             config.stages == 1,
+            -config.tile_k,  # more MFMAs per K step for the same per-step overhead
         )
         kept.append((key, config))
     kept.sort(key=lambda item: item[0])
