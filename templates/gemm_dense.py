@@ -539,13 +539,24 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             else:
                 for s in range_constexpr(stages - 1):
                     issue(s, s)
-                for step in range(0, k_steps - (stages - 1), 1):
-                    # Step ``step``'s loads are done once only the later stages' are left.
+                # The main loop is unrolled by ``stages`` so every LDS slot is a constant
+                # (LDS read addresses stay loop invariant); the leftover steps, fewer than
+                # ``stages``, run with a computed slot.
+                main_steps = k_steps - (stages - 1)
+                unrolled = main_steps // stages * stages
+                for base in range(0, unrolled, stages):
+                    for u in range_constexpr(stages):
+                        # Step base + u's loads are done once only later stages' are left.
+                        rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
+                        rocdl.s_barrier()
+                        issue(base + u + (stages - 1), (u + stages - 1) % stages)
+                        acc = compute_slot(acc, u)
+                        schedule_hints()
+                for step in range(unrolled, main_steps, 1):
                     rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
                     rocdl.s_barrier()
                     issue(step + (stages - 1), (step + (stages - 1)) % stages)
                     acc = compute_slot(acc, step % stages)
-                    schedule_hints()
                 for i in range_constexpr(stages - 1):
                     rocdl.s_waitcnt(vmcnt=(stages - 2 - i) * per_step)
                     rocdl.s_barrier()

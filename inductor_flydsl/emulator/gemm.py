@@ -116,12 +116,18 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
     return result
 
 
-def tail_shape(config: Any, op: str, layout: str, k_steps: int = 2) -> tuple[int, int, int]:
-    """A small problem that covers a config's full tiles and its M and N tails.
+def tail_shape(config: Any, op: str, layout: str, k_steps: int | None = None
+               ) -> tuple[int, int, int]:
+    """A small problem that covers a config's full tiles, its M and N tails and every
+    part of its K loop.
 
     M and N are one full tile plus a partial one (respecting the kernel's divisibility
-    rules: N a multiple of 8, M too when A is column-major); K is ``k_steps`` tiles.
+    rules: N a multiple of 8, M too when A is column-major); K is ``k_steps`` tiles,
+    by default ``stages + 2``: enough for the prologue, the main loop unrolled by
+    ``stages``, its leftover step and the drain.
     """
+    if k_steps is None:
+        k_steps = config.stages + 2
     m_tail = 8 if layout[0] == "t" else 5
     m = config.tile_m + m_tail if config.tile_m > m_tail else config.tile_m
     n = config.tile_n + 8
