@@ -56,7 +56,7 @@ def kernel_isa(tmp_path_factory):
 
 
 def _emulate(text):
-    m, n, k = tail_shape(CONFIG, "mm", "nt", k_steps=3)
+    m, n, k = tail_shape(CONFIG, "mm", "nt")  # every loop of the kernel runs
     return emulate_gemm(text, gemm, CONFIG, op="mm", dtype="bf16", layout="nt", m=m, n=n, k=k)
 
 
