@@ -89,7 +89,8 @@ class Program:
         return self.labels[label]
 
 
-def _strip_comment(line: str) -> str:
+def strip_comment(line: str) -> str:
+    """One assembly line without its comment (``;`` or ``//``) and surrounding blanks."""
     for marker in (";", "//"):
         cut = line.find(marker)
         if cut >= 0:
@@ -169,7 +170,7 @@ def _parse_descriptor(lines: list[str]) -> dict[str, int]:
     out = {}
     inside = False
     for raw in lines:
-        line = _strip_comment(raw)
+        line = strip_comment(raw)
         if line.startswith(".amdhsa_kernel"):
             inside = True
         elif line.startswith(".end_amdhsa_kernel"):
@@ -207,7 +208,7 @@ def parse_program(text: str) -> Program:
         raise AsmError("the assembly has no .amdgcn_target")
     start = None
     for i, raw in enumerate(lines):
-        if _strip_comment(raw) == f"{name}:":
+        if strip_comment(raw) == f"{name}:":
             start = i + 1
             break
     if start is None:
@@ -215,7 +216,7 @@ def parse_program(text: str) -> Program:
     instructions: list[Instruction] = []
     labels: dict[str, int] = {}
     for i in range(start, len(lines)):
-        line = _strip_comment(lines[i])
+        line = strip_comment(lines[i])
         if not line:
             continue
         if line.startswith(".Lfunc_end"):

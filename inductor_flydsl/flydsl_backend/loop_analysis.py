@@ -29,6 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..emulator.program import strip_comment
+
 LLVM_MCA = "llvm-mca-22"
 MCA_ITERATIONS = 100
 MCA_TIMEOUT_S = 20.0  # a loop takes well under a second; longer means llvm-mca hung
@@ -90,22 +92,13 @@ def _is_mfma(name: str) -> bool:
     return name.startswith(_MFMA_PREFIXES)
 
 
-def _strip(line: str) -> str:
-    """One assembly line without its comment (``;`` or ``//``) and surrounding blanks."""
-    for marker in (";", "//"):
-        cut = line.find(marker)
-        if cut >= 0:
-            line = line[:cut]
-    return line.strip()
-
-
 def _statements(text: str) -> list[str]:
     """Labels and instructions of the listing, in order (directives and comments dropped,
     the kernel's metadata sections never reach an instruction)."""
     out = []
     in_metadata = False
     for raw in text.splitlines():
-        line = _strip(raw)
+        line = strip_comment(raw)
         if line.startswith((".amdgpu_metadata", ".end_amdgpu_metadata")):
             in_metadata = line.startswith(".amdgpu_metadata")
             continue
