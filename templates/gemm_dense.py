@@ -22,16 +22,18 @@ Kernel design: a workgroup of ``waves_m * waves_n`` wave64 waves computes a
 ``tile_m x tile_n`` output tile. Each K step stages a ``tile_m x tile_k`` slice of A and a
 ``tile_n x tile_k`` slice of B in LDS, in one of two ways:
 
-* gfx950 ``nt`` (both operands K-contiguous, the linear-layer case): buffer loads go
-  straight from global memory into LDS (``buffer_load_dwordx4 ... lds``, no registers, no
-  ``ds_write``), into an unpadded layout whose 16-byte chunks are XOR-swizzled per row.
-  ``stages`` LDS buffers are in flight; each K step waits for its own loads
-  (``s_waitcnt vmcnt``), meets the other waves at one barrier, issues the loads of step
-  ``t + stages - 1`` and computes step ``t``.
-* every other variant: 16-byte global loads into registers, written to K-contiguous LDS
-  rows padded by 8 elements; the loads of step ``t + 1`` are issued before the MFMAs of
-  step ``t``; ``stages`` is 1 (single buffer, two barriers per step) or 2 (double
-  buffer, one barrier per step).
+* gfx950 (every layout): buffer loads go straight from global memory into LDS
+  (``buffer_load_dwordx4 ... lds``, no registers, no ``ds_write``). A K-contiguous
+  operand lies unpadded with its 16-byte chunks XOR-swizzled per row; an M- or
+  N-contiguous one lies as in memory and is read back transposed
+  (``ds_read_b64_tr_b16``). ``stages`` LDS buffers are in flight; each K step waits for
+  its own loads (``s_waitcnt vmcnt``), meets the other waves at one barrier, issues the
+  loads of step ``t + stages - 1`` and computes step ``t``; the main loop is unrolled
+  by ``stages``.
+* gfx942: 16-byte global loads into registers, written to K-contiguous LDS rows padded
+  by 8 elements; the loads of step ``t + 1`` are issued before the MFMAs of step ``t``;
+  ``stages`` is 1 (single buffer, two barriers per step) or 2 (double buffer, one
+  barrier per step).
 
 Each wave owns a ``(tile_m / waves_m) x (tile_n / waves_n)`` sub-tile made of
 16x16 MFMA blocks (gfx950: ``v_mfma_f32_16x16x32_{bf16,f16}``; gfx942:
@@ -39,8 +41,15 @@ Each wave owns a ``(tile_m / waves_m) x (tile_n / waves_n)`` sub-tile made of
 each lane ends up holding 4 consecutive output columns, written with one 8-byte store.
 ``group_m`` reorders workgroups in groups of ``group_m`` tile rows for L2 reuse.
 
+Split-K (``split_k > 1``, ``mm`` and ``addmm``; for skinny problems whose output tiles are
+too few to fill the GPU): workgroup z of ``split_k`` takes one slice of K steps and
+writes its fp32 partial tile (alpha and, for split 0 only, the bias already applied) to
+slice z of a workspace from torch's caching allocator; one torch sum on the same stream
+adds the slices into ``out`` (:func:`split_k_workspace`, :func:`reduce_split_k`). No
+atomics, so the result does not depend on the order the workgroups run in.
+
 M and N tails are handled in the kernel (clamped loads, predicated stores); K must be a
-multiple of ``tile_k`` and at least ``stages - 1`` K steps long. See
+multiple of ``tile_k * split_k`` and each split at least ``stages - 1`` K steps long. See
 :func:`divisibility_requirements`.
 """
 
@@ -60,6 +69,7 @@ TILE_K_CHOICES = (32, 64, 128, 256)
 WAVES_CHOICES = (1, 2, 4)
 STAGES_CHOICES = (1, 2)
 GROUP_M_CHOICES = (1, 4, 8, 16)
+SPLIT_K_CHOICES = (1, 2, 4, 8)
 MAX_WAVES = 8
 
 WAVE_SIZE = 64
@@ -107,7 +117,7 @@ class GemmConfig:
             ("waves_n", WAVES_CHOICES),
             ("stages", STAGES_CHOICES),
             ("group_m", GROUP_M_CHOICES),
-            ("split_k", (1,)),
+            ("split_k", SPLIT_K_CHOICES),
         )
         for name, allowed in checks:
             if getattr(self, name) not in allowed:
@@ -169,6 +179,9 @@ def loads_per_thread(config: GemmConfig) -> tuple[int, int]:
 def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[str, Any]:
     """Shape and alignment constraints a problem must meet for this kernel.
 
+    With ``split_k > 1`` K is cut into ``split_k`` equal slices of whole K steps, so K
+    must be a multiple of ``tile_k * split_k``.
+
     Keys: ``m_multiple``/``n_multiple``/``k_multiple`` (the extent must be a multiple),
     ``k_min`` (smallest K), ``ld_multiple`` (every non-unit stride of A, B and out, and
     the batch strides, in elements), ``base_align_bytes`` (data pointers of A, B, out
@@ -177,11 +190,12 @@ def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[
     """
     _check_variant(layout=layout, op=op)
     a_col_major, b_row_major = layout[0] == "t", layout[1] == "n"
+    k_slice = config.tile_k * config.split_k  # every split gets the same whole K steps
     return {
         "m_multiple": VEC if a_col_major else 1,
         "n_multiple": VEC,
-        "k_multiple": config.tile_k,
-        "k_min": config.tile_k * max(1, config.stages - 1),
+        "k_multiple": k_slice,
+        "k_min": k_slice * max(1, config.stages - 1),
         "ld_multiple": VEC,
         "base_align_bytes": VEC * ELEM_BYTES,
         "max_span_elements": MAX_SPAN_ELEMENTS,
@@ -189,6 +203,14 @@ def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[
         "bias_unit_stride": op == "addmm",
         "vector_loads_along": {"A": "M" if a_col_major else "K", "B": "N" if b_row_major else "K"},
     }
+
+
+def split_k_reason(config: GemmConfig, op: str) -> str | None:
+    """Why ``config`` cannot serve ``op`` (None when it can): split-K partials are kept
+    for one output matrix, so ``bmm`` takes ``split_k == 1`` only."""
+    if config.split_k > 1 and op == "bmm":
+        return f"split_k={config.split_k} is for mm and addmm, not bmm"
+    return None
 
 
 def _check_variant(
@@ -312,6 +334,7 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
     nthreads = config.num_threads
     stages = config.stages
     group_m = config.group_m
+    split_k = config.split_k
     # gfx950 NT: both operands K-contiguous -> direct-to-LDS loads into swizzled LDS.
     use_async = uses_async_lds(layout, arch)
     ldk = tk if use_async else tk + LDS_PAD
@@ -355,8 +378,8 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                     out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
         return out
 
-    def async_setup(A, B, m0, n0, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane, wave,
-                    wave_m, wave_n, sa0, sb0):
+    def async_setup(A, B, m0, n0, k_base, m_left, n_left, lda, ldb, batch_a, batch_b, tid,
+                    lane, wave, wave_m, wave_n, sa0, sb0):
         """gfx950: buffer loads straight into LDS (K-contiguous operands XOR-swizzled,
         M/N-contiguous ones as they lie, read back transposed). Returns ``issue(step,
         slot)`` (the loads of one K step), ``compute_slot`` and ``schedule_hints``."""
@@ -366,8 +389,8 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         if const_expr(batched):
             a_src = a_src + fx.block_idx.y * batch_a
             b_src = b_src + fx.block_idx.y * batch_b
-        a_src = a_src + (m0 * lda if a_k_contig else m0)
-        b_src = b_src + (n0 * ldb if b_k_contig else n0)
+        a_src = a_src + (m0 * lda + k_base if a_k_contig else m0 + k_base * lda)
+        b_src = b_src + (n0 * ldb + k_base if b_k_contig else n0 + k_base * ldb)
         wave_base = fx.Int32(rocdl.readfirstlane(
             fx.Int64.ir_type, fx.Int64(wave * (WAVE_SIZE * VEC * ELEM_BYTES)))) // ELEM_BYTES
         lane_row = lane % 16
@@ -485,6 +508,13 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             pid_n = pid % num_pid_n
         m0 = pid_m * tm
         n0 = pid_n * tn
+        # Split-K: workgroup z takes K steps [z * k_steps, (z + 1) * k_steps) and writes
+        # its fp32 partial tile to slice z of the workspace C (slice stride batch_c).
+        k_steps = K // (tk * split_k)
+        k_base = 0
+        if const_expr(split_k > 1):
+            pid_k = fx.block_idx.z
+            k_base = pid_k * (k_steps * tk)
 
         a_ptr = fx.get_iter(A)
         b_ptr = fx.get_iter(B)
@@ -494,15 +524,18 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             a_ptr = a_ptr + bz * batch_a
             b_ptr = b_ptr + bz * batch_b
             c_ptr = c_ptr + bz * batch_c
-        # Point at the tile's first row so loads only add in-tile offsets.
+        if const_expr(split_k > 1):
+            c_ptr = c_ptr + pid_k * batch_c
+        # Point at the tile's first row (and the split's first K) so loads only add
+        # in-tile offsets.
         if const_expr(a_k_contig):
-            a_ptr = a_ptr + m0 * lda
+            a_ptr = a_ptr + (m0 * lda + k_base)
         else:
-            a_ptr = a_ptr + m0
+            a_ptr = a_ptr + (m0 + k_base * lda)
         if const_expr(b_k_contig):
-            b_ptr = b_ptr + n0 * ldb
+            b_ptr = b_ptr + (n0 * ldb + k_base)
         else:
-            b_ptr = b_ptr + n0
+            b_ptr = b_ptr + (n0 + k_base * ldb)
         m_left = M - m0
         n_left = N - n0
 
@@ -522,11 +555,10 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
 
         acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
 
-        k_steps = K // tk
         if const_expr(use_async):
             issue, compute_slot, schedule_hints = async_setup(
-                A, B, m0, n0, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane, wave,
-                wave_m, wave_n, sa0, sb0)
+                A, B, m0, n0, k_base, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane,
+                wave, wave_m, wave_n, sa0, sb0)
             per_step = loads_a + loads_b  # buffer loads one K step issues per thread
             if const_expr(stages == 1):
                 # One buffer: everyone is done reading it, load, wait, meet, compute.
@@ -622,7 +654,11 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
 
 
-        # Epilogue: lane holds out[row, col:col+4] of each 16x16 block.
+        # Epilogue: lane holds out[row, col:col+4] of each 16x16 block. With split-K the
+        # bias goes in once, with the first split's partial.
+        bias_scale = beta
+        if const_expr(split_k > 1 and has_bias):
+            bias_scale = (pid_k < 1).select(beta, fx.Float32(0.0))
         row_base = wave_m * wm + lane_row
         col_base = wave_n * wn + lane // 16 * 4
         for i in range_constexpr(rep_m):
@@ -633,9 +669,12 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                 if const_expr(has_bias):
                     bias_col = (col < n_left).select(n0 + col, 0)
                     bias_vec = fx.ptr_load(fx.get_iter(BIAS) + bias_col, fx.Vector[elem, 4])
-                    value = value + bias_vec.to(fx.Float32) * beta
+                    value = value + bias_vec.to(fx.Float32) * bias_scale
                 if (row < m_left) and (col < n_left):
-                    fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
+                    if const_expr(split_k > 1):
+                        fx.ptr_store(value, c_ptr + ((m0 + row) * ldc + n0 + col))
+                    else:
+                        fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
 
     @flyc.jit
     def gemm_launcher(
@@ -669,7 +708,7 @@ def launch_geometry(config: GemmConfig, m, n, batch) -> tuple[tuple, tuple]:
     """``(grid, block)`` of one launch; ``m``, ``n``, ``batch`` are ints or FlyDSL values."""
     tm, tn = config.tile_m, config.tile_n
     tiles = (m + (tm - 1)) // tm * ((n + (tn - 1)) // tn)
-    return (tiles, batch, 1), (config.num_threads, 1, 1)
+    return (tiles, batch, config.split_k), (config.num_threads, 1, 1)
 
 
 def kernel_launch(config: GemmConfig, args: tuple) -> tuple[tuple, tuple, tuple]:
@@ -688,6 +727,9 @@ def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch:
     """
     config.validate()
     _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
+    reason = split_k_reason(config, op)
+    if reason:
+        raise ValueError(reason)
     return _make_kernel(config, dtype, layout, op, arch)
 
 
@@ -722,11 +764,12 @@ def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str) -> tup
             return torch.zeros(*batch, cols, rows, dtype=torch_dtype).transpose(-1, -2)
         return torch.zeros(*batch, rows, cols, dtype=torch_dtype)
 
+    k *= config.split_k
     a = operand(m, k, layout[0] == "t")
     b = operand(k, n, layout[1] == "t")
     out = torch.zeros(*batch, m, n, dtype=torch_dtype)
     bias = torch.zeros(n, dtype=torch_dtype) if op == "addmm" else None
-    return launcher_args(a, b, bias, out, 1.0, 1.0)
+    return launcher_args(a, b, bias, out, 1.0, 1.0, workspace=split_k_workspace(config, out))
 
 
 # ---------------------------------------------------------------------------
@@ -757,11 +800,34 @@ def infer_layout(a, b) -> str:
     return "".join(letters)
 
 
-def launcher_args(a, b, bias, out, alpha: float, beta: float) -> tuple:
+def split_k_workspace(config: GemmConfig, out):
+    """The fp32 partials of a split-K launch, ``(split_k, M, N)`` on ``out``'s device and
+    from torch's allocator (its caching allocator on a GPU: no host sync, and private to
+    a CUDA-graph capture); None when ``config.split_k == 1``."""
+    if config.split_k == 1:
+        return None
+    import torch
+
+    if out.dim() != 2:
+        raise ValueError(f"split_k={config.split_k} needs a 2-D out (mm or addmm)")
+    return torch.empty((config.split_k, *out.shape), dtype=torch.float32, device=out.device)
+
+
+def reduce_split_k(workspace, out) -> None:
+    """``out = sum of the partials`` (alpha and bias are already in them), in fp32 and
+    rounded once, with torch ops on the current stream."""
+    import torch
+
+    out.copy_(torch.sum(workspace, dim=0))
+
+
+def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None) -> tuple:
     """Positional arguments of a :func:`build_gemm` launcher for these tensors.
 
     ``a``: (M, K) or (batch, M, K); ``b``: (K, N) or (batch, K, N); ``out``: (M, N) or
     (batch, M, N); ``bias``: None, (N,) or an (M, N) expanded view with stride (0, 1).
+    ``workspace`` (split-K, from :func:`split_k_workspace`) takes the kernel's output
+    in ``out``'s place, its split stride in the batch-stride slot of ``out``.
     """
     layout = infer_layout(a, b)
     m, k = a.shape[-2], a.shape[-1]
@@ -773,6 +839,11 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float) -> tuple:
     batched = a.dim() == 3
     batch = a.shape[0] if batched else 1
     batch_strides = (a.stride(0), b.stride(0), out.stride(0)) if batched else (0, 0, 0)
+    if workspace is not None:
+        if batched:
+            raise ValueError("split-K serves mm and addmm, not bmm")
+        out = workspace
+        batch_strides = (0, 0, workspace.stride(0))
     if bias is not None and bias.dim() == 2:
         if bias.stride(0) != 0:
             raise ValueError("a 2-D bias must be a row vector broadcast over rows (stride (0, 1))")
@@ -806,23 +877,30 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
 
     The op is ``bmm`` for 3-D operands, ``addmm`` when ``bias`` is given, else ``mm``;
     layout, dtype and arch come from the tensors. Launches on ``stream`` (default:
-    torch's current stream) without host synchronization or allocation. The first
-    call per variant compiles (FlyDSL tracing is not thread-safe, so it is serialized).
+    torch's current stream) without host synchronization. With ``split_k > 1`` the fp32
+    partials go to a workspace from torch's caching allocator on that stream (capture
+    safe: a CUDA-graph capture gives it the graph's private pool) and one torch sum on
+    the same stream writes ``out``. The first call per variant compiles (FlyDSL tracing
+    is not thread-safe, so it is serialized).
     """
     import torch
 
     op = "bmm" if a.dim() == 3 else ("addmm" if bias is not None else "mm")
     arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
-    args = launcher_args(a, b, bias, out, alpha, beta)
     layout = infer_layout(a, b)
     dtype = dtype_name(a)
     launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch)
     if stream is None:
         stream = torch.cuda.current_stream(a.device)
-    key = (config, dtype, layout, op, arch)
-    if key in _WARM:
-        launcher(*args, stream=stream)
-        return
-    with _LAUNCH_LOCK:
-        launcher(*args, stream=stream)
-        _WARM.add(key)
+    with torch.cuda.stream(stream):  # the workspace and the reduction on the op's stream
+        workspace = split_k_workspace(config, out)
+        args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
+        key = (config, dtype, layout, op, arch)
+        if key in _WARM:
+            launcher(*args, stream=stream)
+        else:
+            with _LAUNCH_LOCK:
+                launcher(*args, stream=stream)
+                _WARM.add(key)
+        if workspace is not None:
+            reduce_split_k(workspace, out)

@@ -80,7 +80,14 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
     start = time.perf_counter()
     try:
         a, b, bias, out = make_operands(op, dtype, layout, m, n, k, batch=batch, seed=seed)
-        args = template.launcher_args(a, b, bias, out, alpha, beta)
+        # split-K: the kernel writes fp32 partials, the template's host code adds them
+        split = getattr(template, "split_k_workspace", None)
+        workspace = split(config, out) if split is not None else None
+        if workspace is not None:
+            workspace.fill_(float("nan"))  # a partial the kernel never writes shows up
+        args = (template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
+                if workspace is not None else
+                template.launcher_args(a, b, bias, out, alpha, beta))
         kernel_args, grid, block = template.kernel_launch(config, args)
         program = parse_program(isa_text)
         memory = GlobalMemory()
@@ -92,7 +99,11 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         result.instructions, result.workgroups = report.instructions, report.workgroups
         result.races = [race.describe() for race in report.races]
         result.hazards = list(report.hazards)
-        got = bindings.read_back(out)
+        if workspace is not None:
+            template.reduce_split_k(bindings.read_back(workspace), out)
+            got = out
+        else:
+            got = bindings.read_back(out)
         inputs = (bias.expand(m, n), a, b) if op == "addmm" else (a, b)
         expected = reference(op, inputs, alpha, beta)
         rms_a = float(a.double().pow(2).mean().sqrt())
@@ -124,11 +135,11 @@ def tail_shape(config: Any, op: str, layout: str, k_steps: int | None = None
     M and N are one full tile plus a partial one (respecting the kernel's divisibility
     rules: N a multiple of 8, M too when A is column-major); K is ``k_steps`` tiles,
     by default ``stages + 2``: enough for the prologue, the main loop unrolled by
-    ``stages``, its leftover step and the drain.
+    ``stages``, its leftover step and the drain (per split, with split-K).
     """
     if k_steps is None:
         k_steps = config.stages + 2
     m_tail = 8 if layout[0] == "t" else 5
     m = config.tile_m + m_tail if config.tile_m > m_tail else config.tile_m
     n = config.tile_n + 8
-    return m, n, config.tile_k * k_steps
+    return m, n, config.tile_k * k_steps * getattr(config, "split_k", 1)

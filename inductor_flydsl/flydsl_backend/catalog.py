@@ -153,16 +153,7 @@ def candidate_configs(search_space: str) -> list[Any]:
     if space == "DEFAULT":
         return list(configs_mod.DEFAULT)
     if space == "EXHAUSTIVE":
-        out = []
-        for values in itertools.product(
-            _tpl.TILE_MN_CHOICES, _tpl.TILE_MN_CHOICES, _tpl.TILE_K_CHOICES,
-            _tpl.WAVES_CHOICES, _tpl.WAVES_CHOICES, _tpl.STAGES_CHOICES, _tpl.GROUP_M_CHOICES,
-        ):
-            config = _tpl.GemmConfig(**dict(zip(configs_mod._FIELDS, values, strict=True)))
-            with contextlib.suppress(ValueError):
-                config.validate()
-                out.append(config)
-        return out
+        return configs_mod.valid_configs()
     raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
 
 
@@ -204,6 +195,9 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
                 chosen = [REPRESENTATIVE]
             for config in chosen:
                 _, _, fits, reasons = estimate(config, dtype, arch)
+                unsupported = _tpl.split_k_reason(config, op_name)
+                if unsupported:
+                    fits, reasons = False, [unsupported]
                 per_arch.append(Job(TEMPLATE, tuple(config.to_json().items()), arch, dtype,
                                     layout, op_name, None if fits else "; ".join(reasons)))
         jobs += list(dict.fromkeys(per_arch))[:limit]

@@ -1,5 +1,6 @@
 """Search space of the dense GEMM template: DEFAULT list, EXHAUSTIVE space, per-shape pruning."""
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -10,7 +11,7 @@ from .resources import estimate
 _tpl = load_template("gemm_dense")
 GemmConfig = _tpl.GemmConfig
 
-# (tile_m, tile_n, tile_k, waves_m, waves_n, stages, group_m)
+# (tile_m, tile_n, tile_k, waves_m, waves_n, stages, group_m[, split_k])
 _DEFAULT_TUPLES = (
     # skinny M (decode-like shapes, M <= 32)
     (16, 32, 128, 1, 1, 2, 1),
@@ -24,6 +25,14 @@ _DEFAULT_TUPLES = (
     (16, 32, 256, 1, 1, 2, 1),
     (16, 64, 256, 1, 1, 2, 1),
     (32, 64, 256, 1, 2, 2, 1),
+    # decode, split-K: K slices in separate workgroups, so a skinny problem's few output
+    # tiles still put 512+ workgroups (and their loads) on the GPU
+    (16, 32, 256, 1, 1, 2, 1, 2),
+    (16, 32, 256, 1, 1, 2, 1, 4),
+    (16, 64, 256, 1, 1, 2, 1, 2),
+    (16, 64, 256, 1, 1, 2, 1, 4),
+    (32, 64, 256, 1, 2, 2, 1, 2),
+    (32, 64, 256, 1, 2, 2, 1, 4),
     # medium tiles
     (64, 64, 64, 2, 2, 2, 8),
     (64, 128, 64, 2, 2, 2, 8),
@@ -44,11 +53,12 @@ _DEFAULT_TUPLES = (
     (256, 256, 32, 2, 4, 2, 8),
     (256, 256, 64, 2, 4, 2, 8),
 )
-_FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_m")
+_FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_m", "split_k")
 
 DEFAULT: tuple[Any, ...] = tuple(
-    GemmConfig(**dict(zip(_FIELDS, t, strict=True))) for t in _DEFAULT_TUPLES
+    GemmConfig(**dict(zip(_FIELDS, t, strict=False))) for t in _DEFAULT_TUPLES
 )
+SKINNY_M = 64  # at or below: a memory-bound, decode-like problem (see prune_for_shape)
 
 
 def fits(config: Any, arch: str, dtype: str = "bf16") -> bool:
@@ -61,8 +71,8 @@ def default_configs(arch: str, dtype: str = "bf16") -> list[Any]:
     return [c for c in DEFAULT if fits(c, arch, dtype)]
 
 
-def exhaustive(arch: str, dtype: str = "bf16") -> list[Any]:
-    """Every valid config of the template's ranges that the resource model accepts."""
+def valid_configs() -> list[Any]:
+    """Every config of the template's ranges that the template accepts (any arch)."""
     out = []
     for values in itertools.product(
         _tpl.TILE_MN_CHOICES,
@@ -72,11 +82,26 @@ def exhaustive(arch: str, dtype: str = "bf16") -> list[Any]:
         _tpl.WAVES_CHOICES,
         _tpl.STAGES_CHOICES,
         _tpl.GROUP_M_CHOICES,
+        _tpl.SPLIT_K_CHOICES,
     ):
         config = GemmConfig(**dict(zip(_FIELDS, values, strict=True)))
-        if fits(config, arch, dtype):
-            out.append(config)
+        try:
+            config.validate()
+        except ValueError:
+            continue
+        out.append(config)
     return out
+
+
+def exhaustive(arch: str, dtype: str = "bf16") -> list[Any]:
+    """Every valid config of the template's ranges that the resource model accepts."""
+    return list(_exhaustive(arch, dtype))
+
+
+@functools.lru_cache(maxsize=16)
+def _exhaustive(arch: str, dtype: str) -> tuple[Any, ...]:
+    # about 4 s for 15k configs: computed once per (arch, dtype) and process
+    return tuple(c for c in valid_configs() if fits(c, arch, dtype))
 
 
 def _ceil_to(value: int, multiple: int) -> int:
@@ -84,33 +109,45 @@ def _ceil_to(value: int, multiple: int) -> int:
 
 
 def prune_for_shape(
-    configs: list[Any], m: int, n: int, k: int, *, limit: int = 12, cu_count: int = 256
+    configs: list[Any], m: int, n: int, k: int, *, op: str = "mm", limit: int = 12,
+    cu_count: int = 256,
 ) -> list[Any]:
-    """Keep at most ``limit`` configs that suit an ``m x n x k`` problem, best first.
+    """Keep at most ``limit`` configs that suit an ``op`` problem of ``m x n x k``, best
+    first.
 
-    Drops configs whose ``tile_k`` does not divide K (a kernel requirement) and tiles
-    much larger than the problem (``tile_m`` above M rounded up to a power of two, at
-    least 16; same for N). Ranks the rest by padded work (wasted MACs on tails), then
-    by how well the tile count fills ``cu_count`` CUs, then by larger tiles, then by deeper
-    K steps.
+    Drops configs the kernel cannot run (K not a multiple of ``tile_k * split_k``, or
+    shorter than the pipeline; split-K for ``bmm``) and tiles much larger than the problem
+    (``tile_m`` above M rounded up to a power of two, at least 16; same for N). Ranks the
+    rest by padded work (wasted MACs on tails), then by how well the workgroups (output
+    tiles times ``split_k``) fill the GPU, then:
+
+    - skinny problems (M <= ``SKINNY_M``, memory-bound): the target is 4 workgroups per
+      CU (``cu_count``), so the loads in flight can cover memory latency; then deeper K
+      steps, fewer splits (less partial traffic), larger tiles;
+    - others: the target is one workgroup per CU; then larger tiles, fewer splits,
+      2+ stages, deeper K steps.
     """
     m_cap = max(16, 1 << max(0, math.ceil(math.log2(max(m, 1)))))
     n_cap = max(16, 1 << max(0, math.ceil(math.log2(max(n, 1)))))
+    skinny = m <= SKINNY_M
+    target = 4 * cu_count if skinny else cu_count
     kept = []
     for config in configs:
-        if k < config.tile_k or k % config.tile_k or config.tile_m > m_cap or config.tile_n > n_cap:
+        req = _tpl.divisibility_requirements(config, op, "nt")
+        if (k % req["k_multiple"] or k < req["k_min"] or _tpl.split_k_reason(config, op)
+                or config.tile_m > m_cap or config.tile_n > n_cap):
             continue
         padded = _ceil_to(m, config.tile_m) * _ceil_to(n, config.tile_n)
         waste = padded / (m * n)
-        tiles = (padded // config.tile_m) // config.tile_n
-        fill = min(tiles, cu_count) / cu_count
-        key = (
-            round(waste, 2),
-            -round(fill, 2),
-            -(config.tile_m * config.tile_n),
-            config.stages == 1,
-            -config.tile_k,  # more MFMAs per K step for the same per-step overhead
-        )
+        workgroups = (padded // config.tile_m) // config.tile_n * config.split_k
+        fill = -round(min(workgroups, target) / target, 2)
+        area = -(config.tile_m * config.tile_n)
+        if skinny:
+            key = (round(waste, 2), fill, -config.tile_k, config.split_k, area,
+                   config.stages == 1)
+        else:
+            key = (round(waste, 2), fill, area, config.split_k, config.stages == 1,
+                   -config.tile_k)  # deeper K: more MFMAs for the same per-step overhead
         kept.append((key, config))
     kept.sort(key=lambda item: item[0])
     unique: list[Any] = []

@@ -160,7 +160,7 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
     m, n, k = problem.mnk
     if search_space.upper() == "EXHAUSTIVE":
         limit = max(limit, 64)
-    return prune_for_shape(space, m, n, k, limit=limit)
+    return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
 
 
 @dataclass

@@ -89,3 +89,34 @@ def test_explain_cli_json() -> None:
                          capture_output=True, text=True, check=True)
     data = json.loads(bad.stdout)
     assert not data["eligible"] and len(data["reasons"]) >= 4
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 8192, 8192), (32, 14336, 4096), (8, 4096, 4096)])
+def test_decode_shapes_rank_a_split_k_config_with_512_workgroups_first(m: int, n: int,
+                                                                       k: int) -> None:
+    from inductor_flydsl.flydsl_backend.configs import GemmConfig, _tpl
+
+    result = explain(synthetic_problem("mm", m, n, k, dtype="bfloat16", layout="nt"), "gfx950")
+    top = GemmConfig.from_json(result.configs[0])
+    grid, _ = _tpl.launch_geometry(top, m, n, 1)
+    assert top.split_k > 1 and grid[0] * grid[2] >= 512, (top, grid)
+    for config in map(GemmConfig.from_json, result.configs):
+        req = _tpl.divisibility_requirements(config, "mm", "nt")
+        assert k % req["k_multiple"] == 0 and k >= req["k_min"]
+
+
+def test_split_k_is_offered_for_mm_and_addmm_but_never_bmm() -> None:
+    def splits(op: str) -> set[int]:
+        problem = synthetic_problem(op, 16, 8192, 8192, dtype="bfloat16", layout="nt", batch=2)
+        return {c["split_k"] for c in explain(problem, "gfx950").configs}
+
+    assert splits("mm") > {1} and splits("addmm") > {1}
+    assert splits("bmm") == {1}
+
+
+def test_split_k_needs_whole_k_steps_per_split() -> None:
+    # K = 3 * 256: no split of 256-deep steps divides it; 2 and 4 splits of 128 don't either
+    result = explain(synthetic_problem("mm", 16, 8192, 768, dtype="bfloat16", layout="nt"),
+                     "gfx950")
+    for c in result.configs:
+        assert 768 % (c["tile_k"] * c["split_k"]) == 0, c
