@@ -26,7 +26,7 @@ Kernel design: a workgroup of ``waves_m * waves_n`` wave64 waves computes a
   (``buffer_load_dwordx4 ... lds``, no registers, no ``ds_write``). A K-contiguous
   operand lies unpadded with its 16-byte chunks XOR-swizzled per row; an M- or
   N-contiguous one lies as in memory and is read back transposed
-  (``ds_read_b64_tr_b16``). ``stages`` LDS buffers are in flight; each K step waits for
+  (``ds_read_b64_tr_b16``). ``stages`` (1-4) LDS buffers are in flight; each K step waits for
   its own loads (``s_waitcnt vmcnt``), meets the other waves at one barrier, issues the
   loads of step ``t + stages - 1`` and computes step ``t``; the main loop is unrolled
   by ``stages``.
@@ -67,7 +67,8 @@ ARCHS = ("gfx950", "gfx942")
 TILE_MN_CHOICES = (16, 32, 64, 128, 256)
 TILE_K_CHOICES = (32, 64, 128, 256)
 WAVES_CHOICES = (1, 2, 4)
-STAGES_CHOICES = (1, 2)
+STAGES_CHOICES = (1, 2, 3, 4)
+REGISTER_PATH_MAX_STAGES = 2  # gfx942: single or double buffer
 GROUP_M_CHOICES = (1, 4, 8, 16)
 SPLIT_K_CHOICES = (1, 2, 4, 8)
 MAX_WAVES = 8
@@ -203,6 +204,16 @@ def divisibility_requirements(config: GemmConfig, op: str, layout: str) -> dict[
         "bias_unit_stride": op == "addmm",
         "vector_loads_along": {"A": "M" if a_col_major else "K", "B": "N" if b_row_major else "K"},
     }
+
+
+def stages_reason(config: GemmConfig, arch: str) -> str | None:
+    """Why ``config`` cannot be built for ``arch`` because of its pipeline depth: gfx942
+    stages through registers with one or two LDS buffers; gfx950's direct-to-LDS
+    pipeline takes any depth."""
+    if arch == "gfx942" and config.stages > REGISTER_PATH_MAX_STAGES:
+        return (f"stages={config.stages}: gfx942's register-staged pipeline has at most "
+                f"{REGISTER_PATH_MAX_STAGES} stages")
+    return None
 
 
 def split_k_reason(config: GemmConfig, op: str) -> str | None:
@@ -446,25 +457,54 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                 _async_load_tile_mn(fx, atom, b_src, n_left, k0, ldb, tn, nthreads, tid,
                                     wave_base, sb0 + slot * b_stage, loads_b)
 
+        sub_steps = tk // mfma_k
+        a_reads, b_reads = rep_m * (1 if a_k_contig else 2), rep_n * (1 if b_k_contig else 2)
+        # Transposed reads of many A blocks ahead would spill (256x256 TN/TT): then A is
+        # read at the start of its sub-step and only B is read ahead.
+        prefetch_a = a_k_contig or a_reads <= 8
+
         def compute_slot(acc, slot):
+            """The MFMAs of one staged K step. The fragments of sub-step ``kk + 1`` are
+            read from LDS while sub-step ``kk``'s MFMAs run (two fragment sets live; A's
+            only when ``prefetch_a``)."""
             out = list(acc)
             sa, sb = sa0 + slot * a_stage, sb0 + slot * b_stage
-            for kk in range(tk // mfma_k):
-                a_frags = [load(sa, tm, a_k_contig, a_offs[kk], i) for i in range(rep_m)]
-                b_frags = [load(sb, tn, b_k_contig, b_offs[kk], j) for j in range(rep_n)]
+
+            def a_fragments(kk):
+                return [load(sa, tm, a_k_contig, a_offs[kk], i) for i in range(rep_m)]
+
+            def b_fragments(kk):
+                return [load(sb, tn, b_k_contig, b_offs[kk], j) for j in range(rep_n)]
+
+            a_next, b_next = a_fragments(0), b_fragments(0)
+            for kk in range(sub_steps):
+                a_frags = a_next if kk == 0 or prefetch_a else a_fragments(kk)
+                b_frags = b_next
+                if kk + 1 < sub_steps:
+                    b_next = b_fragments(kk + 1)
+                    if prefetch_a:
+                        a_next = a_fragments(kk + 1)
                 for i in range(rep_m):
                     for j in range(rep_n):
                         out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
             return out
 
         def schedule_hints():
-            # All buffer loads first, then per MFMA sub-step its fragment reads and MFMAs.
+            # The buffer loads first, then sub-step 0's fragment reads; then each
+            # sub-step's MFMAs with the next sub-step's reads spread between them.
             rocdl.sched_vmem(loads_a + loads_b)
-            for _ in range(tk // mfma_k):
-                rocdl.sched_dsrd(rep_n * (1 if b_k_contig else 2))
-                rocdl.sched_dsrd(rep_m * (1 if a_k_contig else 2))
-                for _ in range(rep_m):
-                    rocdl.sched_mfma(rep_n)
+            rocdl.sched_dsrd(a_reads + b_reads)
+            groups = rep_m * rep_n
+            ahead = b_reads + (a_reads if prefetch_a else 0)
+            for kk in range(sub_steps):
+                if kk > 0 and not prefetch_a:
+                    rocdl.sched_dsrd(a_reads)
+                reads = ahead if kk + 1 < sub_steps else 0
+                for g in range(groups):
+                    rocdl.sched_mfma(1)
+                    share = reads * (g + 1) // groups - reads * g // groups
+                    if share:
+                        rocdl.sched_dsrd(share)
             rocdl.sched_barrier(0)
 
         return issue, compute_slot, schedule_hints
@@ -727,7 +767,7 @@ def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch:
     """
     config.validate()
     _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
-    reason = split_k_reason(config, op)
+    reason = split_k_reason(config, op) or stages_reason(config, arch)
     if reason:
         raise ValueError(reason)
     return _make_kernel(config, dtype, layout, op, arch)

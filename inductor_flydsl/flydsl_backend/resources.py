@@ -52,9 +52,10 @@ def estimate_vgprs(config: Any, arch: str) -> int:
 def estimate(config: Any, dtype: str, arch: str) -> tuple[int, int, bool, list[str]]:
     """Return ``(lds_bytes, est_vgprs, ok, reasons)`` for one config on one arch.
 
-    ``reasons`` lists every failed check (invalid config, LDS over the arch limit,
-    estimated VGPRs over the budget); ``ok`` is True when it is empty. ``dtype`` is
-    accepted for interface stability: bf16 and fp16 cost the same.
+    ``reasons`` lists every failed check (invalid config, LDS over the arch limit, a
+    pipeline deeper than the arch's code path, estimated VGPRs over the budget); ``ok``
+    is True when it is empty. ``dtype`` is accepted for interface stability: bf16 and
+    fp16 cost the same.
     """
     tpl = load_template("gemm_dense")
     if arch not in LDS_LIMIT_BYTES:
@@ -72,6 +73,9 @@ def estimate(config: Any, dtype: str, arch: str) -> tuple[int, int, bool, list[s
     reasons = []
     if lds > LDS_LIMIT_BYTES[arch]:
         reasons.append(f"LDS {lds} B > {LDS_LIMIT_BYTES[arch]} B on {arch}")
+    pipeline = tpl.stages_reason(config, arch)
+    if pipeline:
+        reasons.append(pipeline)
     budget = vgpr_budget(config)
     if vgprs > budget:
         reasons.append(f"estimated {vgprs} VGPRs > budget {budget} per lane")
