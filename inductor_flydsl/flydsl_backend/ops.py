@@ -1,8 +1,10 @@
 """The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
 
 ``torch.ops.inductor_flydsl.{mm,addmm,bmm}_out`` are out-variant ops: they write into the
-buffer Inductor allocated (``out``), launch on the current stream, never synchronize the
-host and never allocate. Generated code passes ``out`` by keyword (schemas cannot have
+buffer Inductor allocated (``out``), launch on the current stream and never synchronize
+the host; they allocate nothing except a split-K config's fp32 workspace, which comes from
+torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
+private pool). Generated code passes ``out`` by keyword (schemas cannot have
 keyword-only tensors, so it is an ordinary argument). Their fake implementations do
 nothing, so tracing, the FX graph cache and CUDA-graph capture see a plain in-place op.
 Generated code names them as
