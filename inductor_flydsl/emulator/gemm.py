@@ -81,13 +81,10 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
     try:
         a, b, bias, out = make_operands(op, dtype, layout, m, n, k, batch=batch, seed=seed)
         # split-K: the kernel writes fp32 partials, the template's host code adds them
-        split = getattr(template, "split_k_workspace", None)
-        workspace = split(config, out) if split is not None else None
+        workspace = template.split_k_workspace(config, out)
         if workspace is not None:
             workspace.fill_(float("nan"))  # a partial the kernel never writes shows up
-        args = (template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
-                if workspace is not None else
-                template.launcher_args(a, b, bias, out, alpha, beta))
+        args = template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
         kernel_args, grid, block = template.kernel_launch(config, args)
         program = parse_program(isa_text)
         memory = GlobalMemory()
@@ -142,4 +139,4 @@ def tail_shape(config: Any, op: str, layout: str, k_steps: int | None = None
     m_tail = 8 if layout[0] == "t" else 5
     m = config.tile_m + m_tail if config.tile_m > m_tail else config.tile_m
     n = config.tile_n + 8
-    return m, n, config.tile_k * k_steps * getattr(config, "split_k", 1)
+    return m, n, config.tile_k * k_steps * config.split_k

@@ -106,7 +106,7 @@ def exhaustive(arch: str, dtype: str = "bf16") -> list[Any]:
 
 @functools.lru_cache(maxsize=16)
 def _exhaustive(arch: str, dtype: str) -> tuple[Any, ...]:
-    # about 4 s for 15k configs: computed once per (arch, dtype) and process
+    # 31k valid configs, about 2 s here: computed once per (arch, dtype) and process
     return tuple(c for c in valid_configs() if fits(c, arch, dtype))
 
 
