@@ -115,7 +115,8 @@ def enabled(db_path: str | os.PathLike[str] | None = None,
 
 
 def stats() -> dict[str, Any]:
-    """Counters for this process: hits, misses, stale, recorded, benchmarked, errors,
+    """Counters for this process: hits, dynamic_hits (a dynamic-shape problem served by
+    its own record), bucket_hits, misses, stale, recorded, benchmarked, errors,
     refused (problems outside the definition of a valid problem, with ``refusals``: op and
     reason each), and the list of decisions (problem, chosen candidate, where the choice
     came from)."""

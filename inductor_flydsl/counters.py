@@ -18,6 +18,9 @@ class Decision:
 @dataclass
 class Stats:
     hits: int = 0  # a DB winner was handed to Inductor: nothing benchmarked
+    # a dynamic-shape problem's own recorded winner (keyed by its symbolic dims and
+    # bucketed hints) was handed to Inductor: nothing benchmarked
+    dynamic_hits: int = 0
     bucket_hits: int = 0  # the winner of M's dynamic-M bucket was used (also a miss)
     misses: int = 0  # no DB winner for the problem
     stale: int = 0  # DB winner not among the current candidates: normal autotuning
@@ -47,7 +50,8 @@ class Stats:
     def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {
-                "hits": self.hits, "bucket_hits": self.bucket_hits, "misses": self.misses,
+                "hits": self.hits, "dynamic_hits": self.dynamic_hits,
+                "bucket_hits": self.bucket_hits, "misses": self.misses,
                 "stale": self.stale,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "refused": self.refused,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .keys import canonical_json, stable_id
@@ -38,7 +38,7 @@ MAX_ATTR_DEPTH = 3  # nesting of list-valued attributes
 MAX_STR = 256
 MAX_SPEC_CHARS = 64 * 1024
 MAX_INT = 1 << 63
-SPEC_FIELDS = frozenset({"op", "inputs", "output", "epilogue", "attrs"})
+SPEC_FIELDS = frozenset({"op", "inputs", "output", "epilogue", "attrs", "symbolic"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _DTYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
@@ -151,8 +151,16 @@ class Problem:
     epilogue: tuple[tuple[str, float | int | bool], ...] = ()
     # Other attributes that change the result, sorted by name (see ``attr_value``).
     attrs: tuple[tuple[str, AttrValue], ...] = ()
-    # True when some size was symbolic and its hint was used (dynamic shapes).
-    dynamic: bool = field(default=False, compare=False)
+    # Dynamic shapes: the indices of the dims with a symbolic size of each input, then of
+    # the output (len(inputs) + 1 tuples; where no size is symbolic, the dims with a
+    # symbolic stride), or () for a static problem. Sizes and strides are then
+    # the bucketed hints (see ``dynamic_key``): the key of the selection Inductor makes
+    # once, at the hint, for every size the symbolic dims take.
+    symbolic: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.symbolic)
 
     def spec(self) -> dict[str, Any]:
         """The JSON document that identifies the problem (stored in ``problems.spec``).
@@ -166,6 +174,9 @@ class Problem:
         }
         if self.attrs:
             spec["attrs"] = {k: _attr_json(v) for k, v in self.attrs}
+        if self.symbolic:
+            spec["symbolic"] = {"inputs": [list(d) for d in self.symbolic[:-1]],
+                                "output": list(self.symbolic[-1])}
         return spec
 
     @property
@@ -202,7 +213,8 @@ class Problem:
         _require(len(attrs) <= MAX_ATTRS, f"{len(attrs)} attrs (at most {MAX_ATTRS})")
         problem = cls(op=op, inputs=inputs, output=output, epilogue=epilogue,
                       attrs=tuple(sorted((_name(k, "attr name"), attr_value(v, f"attr {k}"))
-                                         for k, v in attrs.items())))
+                                         for k, v in attrs.items())),
+                      symbolic=_symbolic(spec, inputs, output))
         text = canonical_json(problem.spec())
         _require(len(text) <= MAX_SPEC_CHARS,
                  f"spec is {len(text)} characters (at most {MAX_SPEC_CHARS})")
@@ -249,13 +261,57 @@ class Problem:
         attrs = " ".join(f"{k}={_attr_text(v)}" for k, v in self.attrs
                          if v not in (None, "", ()))
         text = f"{self.op} {self.dtype} {batch}{m}x{n}x{k} {self.layout}"
-        return f"{text} {extras} {attrs}".strip().replace("  ", " ")[:500]
+        dynamic = f"dynamic[{self.symbolic_text()}]" if self.symbolic else ""
+        return " ".join(part for part in (text, extras, attrs, dynamic) if part)[:500]
+
+    def symbolic_text(self) -> str:
+        """Which GEMM dims are symbolic, e.g. ``M`` or ``batch,M``; each keyed at its
+        bucketed hint (the size shown)."""
+        if not self.symbolic:
+            return ""
+        names = []
+        out_dims = self.symbolic[-1]
+        rank = len(self.output.size)
+        for d in out_dims:
+            names.append("M" if d == rank - 2 else "N" if d == rank - 1 else "batch")
+        a, _ = self._operands()
+        a_index = self.inputs.index(a)
+        if len(a.size) >= 1 and len(a.size) - 1 in self.symbolic[a_index]:
+            names.append("K")
+        if not names:
+            names.append("strides")
+        return ",".join(dict.fromkeys(names))
 
     def as_row(self) -> dict[str, Any]:
         m, n, k = self.mnk
         return {"id": self.id, "op": self.op, "summary": self.summary(), "m": m, "n": n,
                 "k": k, "batch": self.batch, "dtype": self.dtype, "layout": self.layout,
                 "spec": canonical_json(self.spec())}
+
+
+def _dim_list(value: Any, rank: int, what: str) -> tuple[int, ...]:
+    _require(isinstance(value, list), f"{what} must be a list of dim indices")
+    dims = tuple(_int(d, f"{what} entry", 0, max(rank - 1, 0)) for d in value)
+    _require(list(dims) == sorted(set(dims)) and (rank > 0 or not dims),
+             f"{what} {list(dims)} must be distinct increasing dims of a rank-{rank} tensor")
+    return dims
+
+
+def _symbolic(spec: dict[str, Any], inputs: tuple[TensorSpec, ...],
+              output: TensorSpec) -> tuple[tuple[int, ...], ...]:
+    if "symbolic" not in spec:
+        return ()
+    data = _dict(spec["symbolic"], "symbolic")
+    _require(set(data) == {"inputs", "output"},
+             f"symbolic must have exactly inputs and output, not {sorted(map(str, data))}")
+    raw = data["inputs"]
+    _require(isinstance(raw, list) and len(raw) == len(inputs),
+             f"symbolic inputs must list the dims of each of the {len(inputs)} inputs")
+    dims = [_dim_list(d, len(t.size), f"symbolic dims of input {i}")
+            for i, (d, t) in enumerate(zip(raw, inputs, strict=True))]
+    dims.append(_dim_list(data["output"], len(output.size), "symbolic dims of the output"))
+    _require(any(dims), "symbolic is present but names no dim")
+    return tuple(dims)
 
 
 def _epilogue_item(key: Any, value: Any) -> tuple[str, float | int | bool]:

@@ -153,11 +153,21 @@ def _show(db, args: argparse.Namespace) -> int:
         for m in d["misses"]:
             console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
         b = d["bucket"]
+        if b.get("dynamic"):
+            dyn = b["dynamic"]
+            console.print(f"  dynamic problem: symbolic {dyn['symbolic']}, keyed at M's "
+                          f"bucketed hint M={dyn['keyed_m']} (each symbol's hint rounded up "
+                          "to a power of two); a dynamic compile is served by its winner "
+                          "above, else by the static bucket below", markup=False)
         if b.get("bucket_m") is None:
             console.print(f"  dynamic-M bucket: none (M={b.get('m')} is over the largest bucket)"
                           if "error" not in b else f"  {escape(b['error'])}")
         elif b["bucket_problem_id"] is None:
             console.print(f"  dynamic-M bucket: M={b['bucket_m']} (this problem itself)")
+        elif b.get("dynamic"):
+            archs = ", ".join(b["bucket_winner_archs"]) or "none"
+            console.print(f"  static bucket: M={b['bucket_m']} (problem "
+                          f"{b['bucket_problem_id']}); winners on: {archs}")
         else:
             archs = ", ".join(b["bucket_winner_archs"]) or "none"
             console.print(f"  dynamic-M bucket: M={b['bucket_m']} (problem "

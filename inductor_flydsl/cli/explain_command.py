@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..buckets import dynamic_m_problem
 from ..db.open import UnusableDB, open_db
 from ..db.queries import bucket_status, describe_winner, parse_shape
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
@@ -27,6 +28,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", required=True, help="MxNxK, or BxMxNxK for bmm")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 (fp32 shows the rejection)")
     p.add_argument("--layout", default="nt", help="nn, nt, tn or tt (A then B; t = col-major)")
+    p.add_argument("--dynamic-m", action="store_true",
+                   help="M is symbolic (a dynamic-shape compile): show the key such a "
+                        "compile records (M at its bucketed hint), FlyDSL's eligibility for "
+                        "every M, and how the DB serves it")
     p.add_argument("--arch", default="gfx950",
                    help=f"target arch ({', '.join(SUPPORTED_ARCHS)})")
     p.add_argument("--search-space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
@@ -162,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
                                     batch=batch)
     except ValueError as exc:
         return fail(str(exc))
+    if args.dynamic_m:
+        problem = dynamic_m_problem(problem)
+        m = problem.mnk[0]
     result = explain(problem, args.arch, search_space=args.search_space,
                      check_runtime=args.check_runtime)
     db_path = args.db or settings_from_env().db_path
@@ -186,16 +194,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**result.as_json(), "tuning_db": db_info})
         return status
+    if problem.dynamic:
+        console.print(f"dynamic M: keyed as {problem.summary()} (id {problem.id}), M at "
+                      "its bucketed hint (rounded up to a power of two)", markup=False)
     if db_info is not None:
         if "error" in db_info:
             console.print(f"tuning DB {db_path}: {db_info['error']}")
         elif db_info["exact_winner_archs"]:
-            console.print(f"tuning DB {db_path}: exact winner recorded on "
+            what = "winner of this dynamic problem" if problem.dynamic else "exact winner"
+            console.print(f"tuning DB {db_path}: {what} recorded on "
                           f"{', '.join(db_info['exact_winner_archs'])}")
             for w in db_info.get("exact_winners", []):  # confidence and spread
                 console.print(f"  {describe_winner(w)}", markup=False)
         elif db_info["bucket_winner_archs"]:
-            console.print(f"tuning DB {db_path}: no exact winner; served by the dynamic-M "
+            console.print(f"tuning DB {db_path}: no exact winner; served by the "
+                          f"{'static' if problem.dynamic else 'dynamic-M'} "
                           f"bucket M={db_info['bucket_m']} (winners on "
                           f"{', '.join(db_info['bucket_winner_archs'])})")
         else:

@@ -164,7 +164,9 @@ def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 
 def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
     """Which dynamic-M bucket serves ``problem`` (a ``Problem``) and on which archs the DB
-    holds a winner for it (see ``buckets.py``)."""
+    holds a winner for it (see ``buckets.py``). A dynamic problem (symbolic dims) gets
+    ``dynamic``: which dims are symbolic and the bucketed M hint it is keyed at; it is
+    served by its own winner (``exact_winner_archs``) first, then by the bucket."""
     from ..buckets import bucket_m, bucket_problem
 
     m = problem.mnk[0]
@@ -175,6 +177,8 @@ def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
     info: dict[str, Any] = {"m": m, "bucket_m": bucket_m(m), "exact_winner_archs": exact,
                             "exact_winners": winner_confidence(db, problem.id),
                             "bucket_problem_id": None, "bucket_winner_archs": []}
+    if problem.dynamic:
+        info["dynamic"] = {"symbolic": problem.symbolic_text(), "keyed_m": m}
     if bucket is not None:
         info["bucket_problem_id"] = bucket[0].id
         info["bucket_winner_archs"] = [r["arch"] for r in db.query(

@@ -62,7 +62,7 @@ class FlydslChoiceCaller(ExternKernelCaller):
     inductor_flydsl_backend = "flydsl"
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
-                 config: Any, *, alpha: float, beta: float) -> None:
+                 config: Any, *, alpha: float, beta: float, dynamic_m: bool = False) -> None:
         kwargs: dict[str, Any] = {"config": canonical_json(config.to_json()), "alpha": alpha}
         if choice.op == "addmm":
             kwargs["beta"] = beta
@@ -77,6 +77,8 @@ class FlydslChoiceCaller(ExternKernelCaller):
                                        "template_hash": self.template_hash,
                                        **config.to_json()}
         self.inductor_flydsl_failure: tuple[str, str] | None = None
+        # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
+        self.dynamic_m = dynamic_m
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
@@ -87,9 +89,21 @@ class FlydslChoiceCaller(ExternKernelCaller):
         return {"backend": "flydsl", **self.inductor_flydsl_config}
 
     def _validate(self, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
-        self.to_callable()(*inputs, out=out)
-        validate_output(self.op, inputs, out, float(self.kwargs["alpha"]),
-                        float(self.kwargs.get("beta", 0.0)))
+        """Run on Inductor's benchmark inputs (the size hint) and compare with float64.
+        A dynamic-M candidate is also run and compared at every M of
+        :func:`dynamic_validation_m` (on fresh random inputs of the same layout)."""
+        runs = [(inputs, out)]
+        if self.dynamic_m:
+            hint = out.shape[0]
+            runs += [resized_inputs(self.op, inputs, out, m)
+                     for m in dynamic_validation_m(hint)]
+        for args, result in runs:
+            self.to_callable()(*args, out=result)
+            try:
+                validate_output(self.op, args, result, float(self.kwargs["alpha"]),
+                                float(self.kwargs.get("beta", 0.0)))
+            except NumericMismatch as exc:
+                raise NumericMismatch(f"at M={result.shape[0]}: {exc}") from exc
 
     def benchmark(self, *args: torch.Tensor, out: torch.Tensor) -> float:
         try:
@@ -103,6 +117,33 @@ class FlydslChoiceCaller(ExternKernelCaller):
                      self.inductor_flydsl_failure[1])
             return math.inf
         return super().benchmark(*args, out=out)
+
+
+def dynamic_validation_m(hint: int) -> tuple[int, ...]:
+    """The M sizes a dynamic-M candidate must also compute correctly before it may win,
+    besides the hint: M=1 (a decode step, one partial tile, and the split-K configs' home)
+    and hint + 37, over the hint and, 37 being odd and over 32, a partial last tile for
+    every tile_m (all powers of two) after at least one full tile."""
+    return tuple(m for m in (1, hint + 37) if m != hint)
+
+
+def resized_inputs(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor,
+                   m: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """Fresh random inputs and an output like ``inputs``/``out`` with M = ``m``: A with
+    the same dtype, device and row-major layout (the only one dynamic M takes), B as is,
+    a 1-D bias as is and an (M, N) expanded bias re-expanded."""
+    start = 1 if op == "addmm" else 0
+    a = inputs[start]
+    gen = torch.Generator(device=a.device).manual_seed(m)
+    new_a = torch.randn((m, a.shape[-1]), generator=gen, device=a.device,
+                        dtype=torch.float32).to(a.dtype)
+    new_out = out.new_empty((m, out.shape[-1]))
+    if op != "addmm":
+        return (new_a, *inputs[1:]), new_out
+    bias = inputs[0]
+    if bias.dim() == 2:
+        bias = bias[:1].expand(m, bias.shape[-1])
+    return (bias, new_a, *inputs[2:]), new_out
 
 
 _kernel_choices: dict[str, FlydslKernelChoice] = {}

@@ -5,8 +5,9 @@ Two layers, each returning every reason it says no (an empty list means yes):
 - :func:`runtime_reasons`: a ROCm build of torch, a GPU whose arch the templates target,
   the flydsl package importable and the ROCm 7 HIP runtime loadable. Nothing is launched
   to find out (FlyDSL aborts the process when it launches without ROCm 7).
-- :func:`problem_reasons`: op, dtypes, static shapes, layouts, alignment and the
-  divisibility the template needs (``gemm_dense.divisibility_requirements``).
+- :func:`problem_reasons`: op, dtypes, dynamic shapes (:func:`dynamic_reasons`),
+  layouts, alignment and the divisibility the template needs
+  (``gemm_dense.divisibility_requirements``).
 
 :func:`explain` combines them with the configs that would be tried.
 """
@@ -93,6 +94,36 @@ def _leading_stride(t: TensorSpec, letter: str) -> int:
     return t.stride[-2] if letter == "n" else t.stride[-1]
 
 
+def dynamic_reasons(problem: Problem) -> list[str]:
+    """Why a dynamic-shape problem cannot take FlyDSL candidates (empty: it can).
+
+    A FlyDSL launcher is built per (config, dtype, layout, op, arch) and takes M, N, K
+    and the strides at launch, so one candidate serves every M, tails included, when
+    M is the only symbolic dim, A is row-major (its leading stride is K, not M) and the
+    op is mm or addmm (bmm's batch strides would vary with M). The custom op checks the
+    one remaining size limit (int32 offsets) at each launch and computes an out-of-range
+    call with ATen instead (``ops.py``)."""
+    if problem.op not in ("mm", "addmm"):
+        return [f"dynamic shapes: FlyDSL takes dynamic M for mm and addmm only, not "
+                f"{problem.op}"]
+    start = 1 if problem.op == "addmm" else 0
+    allowed = [(0,) if i in (0, start) else () for i in range(len(problem.inputs))]
+    if start:  # addmm's bias: a row vector, or its (M, N) expanded view
+        allowed[0] = (0,) if len(problem.inputs[0].size) == 2 else ()
+    symbolic = problem.symbolic
+    only_m = all(set(dims) <= set(ok) for dims, ok in
+                 zip(symbolic[:-1], allowed, strict=True)) and set(symbolic[-1]) <= {0}
+    reasons = []
+    if not only_m:
+        reasons.append(f"dynamic shapes: symbolic {problem.symbolic_text()}; FlyDSL is "
+                       "offered when M is the only symbolic dim")
+    a = problem.inputs[start]
+    if len(a.size) == 2 and a.stride[-1] != 1:
+        reasons.append("dynamic M with a column-major A: its leading stride is M, which "
+                       "must be a multiple of 8 at every size")
+    return reasons
+
+
 def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[str]:
     """Why the template cannot compute ``problem`` (independent of any config).
 
@@ -102,7 +133,7 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[
     if problem.op not in SUPPORTED_OPS:
         return [f"op {problem.op} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
     if problem.dynamic:
-        reasons.append("shapes are dynamic (FlyDSL kernels are compiled for static shapes)")
+        reasons += dynamic_reasons(problem)
     dtypes = {t.dtype for t in problem.inputs} | {problem.output.dtype}
     if len(dtypes) != 1 or next(iter(dtypes)) not in TORCH_TO_TEMPLATE_DTYPE:
         reasons.append(f"dtypes {sorted(dtypes)} are not all bfloat16 or all float16")

@@ -12,6 +12,10 @@ Generated code names them as
 ``inductor_flydsl`` (or has the package installed, through the ``torch.backends`` entry
 point) can run a cached graph that calls them.
 
+A call whose operands reach past the kernel's int32 offsets (possible only for a
+dynamic-M candidate at a size larger than any seen at compile time) is computed with
+ATen into ``out`` instead; an empty ``out`` returns at once.
+
 The config arrives as JSON text and is validated (``GemmConfig.from_json``) before it
 reaches kernel generation. The real implementation refuses to launch unless the ROCm 7
 runtime and a supported arch were verified (FlyDSL would abort the process otherwise).
@@ -54,7 +58,39 @@ def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         _verified_devices.add(out.device)
     from .cross_compile import load_template
 
-    load_template("gemm_dense").launch(a, b, bias, out, alpha, beta, _parse_config(config))
+    template = load_template("gemm_dense")
+    if out.numel() == 0:
+        return  # M or N is 0 (a dynamic batch that came out empty): nothing to write
+    if _over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out):
+        _aten_into(a, b, bias, out, alpha, beta)
+        return
+    template.launch(a, b, bias, out, alpha, beta, _parse_config(config))
+
+
+def _span(t: torch.Tensor) -> int:
+    return sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1
+
+
+def _over_int32_span(limit: int, *tensors: torch.Tensor) -> bool:
+    """True when an operand reaches past the kernel's int32 offsets. Compile-time
+    eligibility checks this at the problem's size; a dynamic-M candidate meets sizes
+    only at run time, so every launch checks (integer arithmetic, no device work)."""
+    return any(_span(t) > limit for t in tensors)
+
+
+def _aten_into(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+               out: torch.Tensor, alpha: float, beta: float) -> None:
+    """The same result with ATen, for a call outside the kernel's range."""
+    if a.dim() == 3:
+        torch.bmm(a, b, out=out)
+        if alpha != 1.0:
+            out.mul_(alpha)
+    elif bias is not None:
+        torch.addmm(bias.expand_as(out), a, b, beta=beta, alpha=alpha, out=out)
+    else:
+        torch.mm(a, b, out=out)
+        if alpha != 1.0:
+            out.mul_(alpha)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::mm_out", mutates_args=("out",))

@@ -91,6 +91,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     epilogue = dict(problem.epilogue)
     made = [FlydslChoiceCaller(kernel_choice(name), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),
-                               beta=float(epilogue.get("beta", 1.0))) for c in configs]
+                               beta=float(epilogue.get("beta", 1.0)),
+                               dynamic_m=problem.dynamic) for c in configs]
     log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
     return made

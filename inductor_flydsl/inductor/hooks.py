@@ -167,21 +167,22 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
         return choices
     device, software = _device_of(ctx.layout), current_software()
     db = state.tuning_db
-    # A dynamic problem's candidates are compiled for symbolic M: only a bucket can serve.
-    winner = None if problem.dynamic else db.lookup(device, software, problem)
+    # A dynamic problem is looked up under its own key (symbolic dims, bucketed hints):
+    # the selection a dynamic compile made and recorded, for the same symbolic kernel.
+    winner = db.lookup(device, software, problem)
     if winner is not None:
         matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
         if matching:
             return _use(state, problem, matching[0], winner.candidate_id, winner.backend,
-                        f"db:{winner.source}", "hits")
+                        f"db:{winner.source}", "dynamic_hits" if problem.dynamic else "hits")
         state.stats.bump("stale")
         log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
                  "autotuning normally", winner.name or winner.candidate_id, problem.summary())
         return choices
     state.stats.bump("misses")
     log.debug("inductor_flydsl: miss %s", problem.summary())
+    db.record_miss(device, software, problem)  # a dynamic miss: what `sweep --from-misses` tunes
     bucket = bucket_problem(problem)
-    db.record_miss(device, software, bucket[0] if bucket and problem.dynamic else problem)
     if bucket is None or not db.settings.use_buckets:
         return choices
     bucket_problem_, m = bucket
@@ -241,11 +242,6 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
             problem = problem_from_ir(name, input_nodes, layout, choices)
         except InvalidProblem:
             return  # refused (and counted) when the selection started
-        if problem.dynamic:
-            # timings of kernels compiled for symbolic M, taken at one hint: not a
-            # measurement of the static problem; the bucket was recorded as a miss instead
-            log.debug("inductor_flydsl: not recording dynamic-shape %s", problem.summary())
-            return
         device = _device_of(layout)
         results = [_result_of(choice, t) for choice, t in timings.items()]
         state.stats.bump("benchmarked")

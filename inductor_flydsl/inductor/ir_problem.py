@@ -8,6 +8,7 @@ from typing import Any
 import sympy
 from torch._inductor.virtualized import V
 
+from ..buckets import bucket_hint
 from ..problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
 from .candidates import BACKEND_ATTR
 
@@ -21,29 +22,62 @@ ATTRIBUTE_OPS = frozenset({"addmm", "baddbmm", "linear_unary", "linear_binary",
                            "qlinear_unary", "qlinear_binary", "scaled_mm", "scaled_mm_v2"})
 
 
-def _ints(exprs: Sequence[Any]) -> tuple[tuple[int, ...], bool]:
-    """Concrete ints for sizes/strides; symbolic ones become their hints (dynamic=True)."""
-    dynamic = any(isinstance(e, sympy.Expr) and not e.is_number for e in exprs)
-    if not exprs:
-        return (), dynamic
-    values = V.graph.sizevars.optimization_hints(exprs) if dynamic else exprs
-    return tuple(int(v) for v in values), dynamic
+def _symbols(exprs: Sequence[Any]) -> set[sympy.Symbol]:
+    return {sym for e in exprs if isinstance(e, sympy.Expr) for sym in e.free_symbols}
+
+
+def symbol_values(exprs: Sequence[Any]) -> dict[sympy.Symbol, int]:
+    """Each free symbol of ``exprs`` at its bucketed hint (Inductor's optimization hint:
+    the size the graph was traced with, or its fallback for unbacked sizes)."""
+    symbols = sorted(_symbols(exprs), key=str)
+    if not symbols:
+        return {}
+    hints = V.graph.sizevars.optimization_hints(symbols)
+    return {sym: bucket_hint(int(h)) for sym, h in zip(symbols, hints, strict=True)}
+
+
+def _ints(exprs: Sequence[Any], values: dict[sympy.Symbol, int]) -> tuple[int, ...]:
+    """Concrete ints; a symbolic entry is evaluated at the bucketed symbol values."""
+    out = []
+    for e in exprs:
+        if _is_symbolic(e):
+            e = e.xreplace({s: sympy.Integer(v) for s, v in values.items()})
+        out.append(int(e))
+    return tuple(out)
+
+
+def _is_symbolic(e: Any) -> bool:
+    return isinstance(e, sympy.Expr) and not e.is_number
+
+
+def _symbolic_dims(size: Sequence[Any], stride: Sequence[Any] | None = None) -> tuple[int, ...]:
+    """Dims whose size, or stride, is symbolic."""
+    strides = list(stride) if stride is not None else [None] * len(size)
+    return tuple(i for i, (sz, st) in enumerate(zip(size, strides, strict=True))
+                 if _is_symbolic(sz) or _is_symbolic(st))
 
 
 def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _tensor_spec(node: Any) -> tuple[TensorSpec, bool]:
-    size, dyn_size = _ints(list(node.get_size()))
+def _size_stride(node: Any) -> tuple[list[Any], list[Any] | None]:
+    size = list(node.get_size())
     try:
-        stride, dyn_stride = _ints(list(node.get_stride()))
+        stride = list(node.get_stride())
     except (AttributeError, NotImplementedError, AssertionError):
-        stride, dyn_stride = (), False
-    if len(stride) != len(size):
-        stride = (0,) * len(size)  # opaque layout (e.g. a prepacked mkldnn weight)
-    return TensorSpec(dtype=dtype_name(node.get_dtype()), size=size, stride=stride), (
-        dyn_size or dyn_stride)
+        stride = None
+    if stride is not None and len(stride) != len(size):
+        stride = None
+    return size, stride
+
+
+def _tensor_spec(node: Any, size: list[Any], stride: list[Any] | None,
+                 values: dict[sympy.Symbol, int]) -> TensorSpec:
+    ints = _ints(size, values)
+    # None: an opaque layout (e.g. a prepacked mkldnn weight)
+    strides = _ints(stride, values) if stride is not None else (0,) * len(ints)
+    return TensorSpec(dtype=dtype_name(node.get_dtype()), size=ints, stride=strides)
 
 
 def _aten_kwargs(choices: Sequence[Any]) -> dict[str, Any] | None:
@@ -83,16 +117,33 @@ def attrs_of(name: str, choices: Sequence[Any]) -> tuple[tuple[str, Any], ...]:
 def problem_from_ir(name: str, input_nodes: Sequence[Any], output_layout: Any,
                     choices: Sequence[Any]) -> Problem:
     """The DB key of one autotune call; :class:`InvalidProblem` (with the reason) when it
-    is outside the one definition of a valid problem (``problem.checked``)."""
-    specs, dynamic = [], False
-    for node in input_nodes:
-        spec, dyn = _tensor_spec(node)
-        specs.append(spec)
-        dynamic |= dyn
-    out_size, dyn_out = _ints(list(output_layout.size))
+    is outside the one definition of a valid problem (``problem.checked``).
+
+    With symbolic sizes (dynamic shapes) the key names the symbolic dims of every tensor
+    (``Problem.symbolic``) and holds sizes and strides evaluated with every symbol at its
+    bucketed hint (``bucket_hint``): the selection Inductor makes once, at the hint, and
+    compiles for every size.
+    """
+    layouts = [_size_stride(node) for node in input_nodes]
+    out_exprs = list(output_layout.size)
+    exprs = [e for size, stride in layouts for e in (*size, *(stride or ()))] + out_exprs
+    try:
+        values = symbol_values(exprs)
+        specs = [_tensor_spec(node, size, stride, values)
+                 for node, (size, stride) in zip(input_nodes, layouts, strict=True)]
+        out_size = _ints(out_exprs, values)
+    except (TypeError, ValueError) as exc:  # an expression with no integer value
+        raise InvalidProblem(f"{name}: a symbolic size has no integer value ({exc})") from exc
     output = TensorSpec(dtype=dtype_name(output_layout.dtype), size=out_size,
                         stride=(0,) * len(out_size))
+    symbolic: tuple[tuple[int, ...], ...] = ()
+    if values:
+        symbolic = (*(_symbolic_dims(size) for size, _ in layouts),
+                    _symbolic_dims(out_exprs))
+        if not any(symbolic):  # only strides are symbolic (a view of a dynamic tensor)
+            symbolic = (*(_symbolic_dims(size, stride) for size, stride in layouts),
+                        symbolic[-1])
     problem = Problem(op=str(name), inputs=tuple(specs), output=output,
                       epilogue=epilogue_of(choices), attrs=attrs_of(str(name), choices),
-                      dynamic=dynamic or dyn_out)
+                      symbolic=symbolic)
     return checked(problem)

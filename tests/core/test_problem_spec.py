@@ -69,7 +69,13 @@ def random_problem(rng: random.Random) -> Problem:
     names = ["output_scale", "output_zero_point", "output_dtype", "post_op_name",
              "post_op_args", "binary_post_op", "other_zp", "x"]
     attrs = tuple(sorted((n, _attr(rng)) for n in rng.sample(names, rng.randint(0, 5))))
-    return Problem(rng.choice(OPS), inputs, output, epilogue, attrs)
+    symbolic: tuple[tuple[int, ...], ...] = ()
+    if rng.random() < 0.3:  # dynamic shapes: some dims of some tensors symbolic
+        symbolic = tuple(tuple(d for d in range(len(t.size)) if rng.random() < 0.4)
+                         for t in (*inputs, output))
+        if not any(symbolic):
+            symbolic = ()
+    return Problem(rng.choice(OPS), inputs, output, epilogue, attrs, symbolic)
 
 
 def test_random_valid_problems_round_trip() -> None:
@@ -148,10 +154,36 @@ def test_random_malformed_specs_give_value_errors() -> None:
     ({"op": "mm", "inputs": [{"dtype": "float32", "size": [], "stride": []}],
       "output": {"dtype": "float32", "size": []}, "attrs": {"s": float("nan")}}, "finite"),
     ([1, 2], "JSON object"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [[0]], "output": [2]}}, r"outside \[0, 1\]"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [[]], "output": []}}, "names no dim"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [[1, 0]], "output": [0]}}, "distinct increasing"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [], "output": [0]}}, "each of the 1 inputs"),
 ])
 def test_malformed_spec_reasons(spec: Any, reason: str) -> None:
     with pytest.raises(InvalidProblem, match=reason):
         Problem.from_spec(spec)
+
+
+def test_dynamic_problem_is_a_different_key_with_the_same_gemm_view() -> None:
+    """Symbolic dims are part of the key: the static problem at the same sizes is
+    another problem; ``symbolic`` is absent from static specs, so static ids are the ones
+    earlier versions wrote."""
+    static = Problem("mm", (TensorSpec("bfloat16", (64, 512), (512, 1)),
+                            TensorSpec("bfloat16", (512, 256), (256, 1))),
+                     TensorSpec("bfloat16", (64, 256), (256, 1)))
+    dynamic = Problem(static.op, static.inputs, static.output, symbolic=((0,), (), (0,)))
+    assert "symbolic" not in static.spec() and not static.dynamic and dynamic.dynamic
+    assert dynamic.id != static.id and dynamic.mnk == static.mnk
+    assert dynamic.summary() == "mm bfloat16 64x256x512 nn dynamic[M]"
+    assert Problem.from_spec(json.loads(canonical_json(dynamic.spec()))) == dynamic
 
 
 def test_newer_fields_are_unknown_not_invalid() -> None:

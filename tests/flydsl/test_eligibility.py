@@ -57,8 +57,9 @@ def test_unsupported_dtype_dynamic_strided_misaligned() -> None:
     fp32 = synthetic_problem("mm", 64, 128, 1024, dtype="float32", layout="nn")
     assert any("bfloat16" in r for r in problem_reasons(fp32))
     base = synthetic_problem("mm", 64, 128, 1024, dtype="bfloat16", layout="nn")
-    dynamic = Problem(op="mm", inputs=base.inputs, output=base.output, dynamic=True)
-    assert any("dynamic" in r for r in problem_reasons(dynamic))
+    dynamic_k = Problem(op="mm", inputs=base.inputs, output=base.output,
+                        symbolic=((0, 1), (0,), (0,)))
+    assert any("M is the only symbolic dim" in r for r in problem_reasons(dynamic_k))
     strided = Problem(op="mm", inputs=(TensorSpec("bfloat16", (64, 1024), (2048, 2)),
                                        base.inputs[1]), output=base.output)
     assert any("unit stride" in r for r in problem_reasons(strided))
@@ -120,3 +121,22 @@ def test_split_k_needs_whole_k_steps_per_split() -> None:
                      "gfx950")
     for c in result.configs:
         assert 768 % (c["tile_k"] * c["split_k"]) == 0, c
+
+
+def test_dynamic_m_only_is_eligible_for_mm_and_addmm() -> None:
+    """One FlyDSL launcher serves every M: dynamic M alone, with a row-major A, is
+    eligible; a symbolic K or N, a column-major A, or bmm is refused with the reason."""
+    from dataclasses import replace
+
+    mm = synthetic_problem("mm", 64, 128, 1024, dtype="bfloat16", layout="nt")
+    assert problem_reasons(replace(mm, symbolic=((0,), (), (0,)))) == []
+    addmm = synthetic_problem("addmm", 64, 128, 1024, dtype="bfloat16", layout="nt")
+    assert problem_reasons(replace(addmm, symbolic=((0,), (0,), (), (0,)))) == []
+    n_too = replace(mm, symbolic=((0,), (1,), (0, 1)))
+    assert any("symbolic M,N" in r for r in problem_reasons(n_too))
+    col_a = synthetic_problem("mm", 64, 128, 1024, dtype="bfloat16", layout="tn")
+    assert any("column-major A" in r
+               for r in problem_reasons(replace(col_a, symbolic=((0,), (), (0,)))))
+    bmm = synthetic_problem("bmm", 64, 128, 1024, dtype="bfloat16", batch=2)
+    assert any("mm and addmm only" in r
+               for r in problem_reasons(replace(bmm, symbolic=((0, 1), (), (1,)))))

@@ -186,3 +186,47 @@ def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
     call = next(line.strip() for line in wrappers[0].splitlines()
                 if "torch.ops.inductor_flydsl.mm_out.default(" in line)
     assert "out=" in call and "config=" in call and chosen["config"] != ""
+
+
+def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
+    """Only M symbolic (row-major A): FlyDSL candidates are offered (one launcher serves
+    every M) and the selection is recorded under the dynamic problem's own key; K or N
+    symbolic as well (the "dynamic" case above) gets none."""
+    x = torch.randn(48, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 256, dtype=torch.bfloat16)
+
+    def fn(x, b):
+        return torch.mm(x.relu(), b.relu())
+
+    torch._dynamo.mark_dynamic(x, 0)
+    y = _compile(fn, x, b)
+    torch.testing.assert_close(y, fn(x, b))
+    rows = _flydsl_rows(offered)
+    assert rows and all(r["status"] == "failed" and "not launched" in r["error"]
+                        for r in rows)
+    # keyed at M's bucketed hint (48 -> 64), M named symbolic
+    assert {r["summary"] for r in rows} == {"mm bfloat16 64x256x512 nn dynamic[M]"}
+    spec = json.loads(next(iter(sqlite_utils.Database(offered).query(
+        "select spec from problems")))["spec"])
+    assert spec["symbolic"] == {"inputs": [[0], []], "output": [0]}
+    assert spec["inputs"][0] == {"dtype": "bfloat16", "size": [64, 512], "stride": [512, 1]}
+
+
+def test_dynamic_validation_sizes_and_inputs() -> None:
+    from inductor_flydsl.flydsl_backend.choices import dynamic_validation_m, resized_inputs
+
+    assert dynamic_validation_m(64) == (1, 101)
+    assert dynamic_validation_m(1) == (38,)
+    for m in dynamic_validation_m(64):
+        for tile_m in (16, 32, 64, 128, 256):
+            assert m % tile_m, "each extra size ends in a partial tile"
+    bias = torch.randn(256, dtype=torch.bfloat16)
+    a = torch.randn(64, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 256, dtype=torch.bfloat16).t().contiguous().t()
+    out = torch.empty(64, 256, dtype=torch.bfloat16)
+    (bias2, a2, b2), out2 = resized_inputs("addmm", (bias.expand(64, 256), a, b), out, 101)
+    assert a2.shape == (101, 512) and a2.stride() == (512, 1) and a2.dtype == a.dtype
+    assert bias2.shape == (101, 256) and bias2.stride() == (0, 1) and b2 is b
+    assert out2.shape == (101, 256)
+    (a3, b3), out3 = resized_inputs("mm", (a, b), out, 1)
+    assert a3.shape == (1, 512) and out3.shape == (1, 256) and b3 is b
