@@ -68,7 +68,7 @@ def bucket_problem(problem: Problem) -> tuple[Problem, int] | None:
         else:
             inputs.append(t)
     output = _with_m(problem.output, m, target, out_axis)
-    return replace(problem, inputs=tuple(inputs), output=output, symbolic=()), target
+    return replace(problem, inputs=tuple(inputs), output=output, symbolic=(), exprs=()), target
 
 
 def dynamic_m_problem(problem: Problem) -> Problem:
@@ -93,7 +93,8 @@ def dynamic_m_problem(problem: Problem) -> Problem:
     out_axis = len(problem.output.size) - 2
     output = _with_m(problem.output, m, target, out_axis)
     return replace(problem, inputs=tuple(inputs), output=output,
-                   symbolic=(*symbolic, (out_axis,)))
+                   symbolic=(*symbolic, (out_axis,)),
+                   exprs=("a",) * (sum(len(d) for d in symbolic) + 1))
 
 
 def family_id(backend: str, name: str, config: dict[str, Any]) -> str:

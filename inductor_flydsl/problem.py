@@ -157,6 +157,12 @@ class Problem:
     # the bucketed hints (see ``dynamic_key``): the key of the selection Inductor makes
     # once, at the hint, for every size the symbolic dims take.
     symbolic: tuple[tuple[int, ...], ...] = ()
+    # The expression of each symbolic dim above, in order (inputs, then the output),
+    # symbols renamed a, b, ... by first appearance: ``a*b`` for a batch*sequence M, ``a``
+    # for one symbolic dim. Compiles that differ only there (a batch specialized to 1
+    # recompiles with M = a) build different kernels, so they are different problems.
+    # Key text only: never parsed or evaluated.
+    exprs: tuple[str, ...] = ()
 
     @property
     def dynamic(self) -> bool:
@@ -176,7 +182,8 @@ class Problem:
             spec["attrs"] = {k: _attr_json(v) for k, v in self.attrs}
         if self.symbolic:
             spec["symbolic"] = {"inputs": [list(d) for d in self.symbolic[:-1]],
-                                "output": list(self.symbolic[-1])}
+                                "output": list(self.symbolic[-1]),
+                                "exprs": list(self.exprs)}
         return spec
 
     @property
@@ -214,7 +221,7 @@ class Problem:
         problem = cls(op=op, inputs=inputs, output=output, epilogue=epilogue,
                       attrs=tuple(sorted((_name(k, "attr name"), attr_value(v, f"attr {k}"))
                                          for k, v in attrs.items())),
-                      symbolic=_symbolic(spec, inputs, output))
+                      **_symbolic(spec, inputs, output))
         text = canonical_json(problem.spec())
         _require(len(text) <= MAX_SPEC_CHARS,
                  f"spec is {len(text)} characters (at most {MAX_SPEC_CHARS})")
@@ -272,8 +279,11 @@ class Problem:
         names = []
         out_dims = self.symbolic[-1]
         rank = len(self.output.size)
-        for d in out_dims:
-            names.append("M" if d == rank - 2 else "N" if d == rank - 1 else "batch")
+        total = sum(len(d) for d in self.symbolic)
+        exprs = self.exprs if len(self.exprs) == total else ("",) * total
+        for d, expr in zip(out_dims, exprs[total - len(out_dims):], strict=True):
+            name = "M" if d == rank - 2 else "N" if d == rank - 1 else "batch"
+            names.append(name if expr == "a" or not expr else f"{name}={expr}")
         a, _ = self._operands()
         a_index = self.inputs.index(a)
         if len(a.size) >= 1 and len(a.size) - 1 in self.symbolic[a_index]:
@@ -297,13 +307,16 @@ def _dim_list(value: Any, rank: int, what: str) -> tuple[int, ...]:
     return dims
 
 
+_EXPR = re.compile(r"[A-Za-z0-9_*+\-/(), ]{1,128}")
+
+
 def _symbolic(spec: dict[str, Any], inputs: tuple[TensorSpec, ...],
-              output: TensorSpec) -> tuple[tuple[int, ...], ...]:
+              output: TensorSpec) -> dict[str, Any]:
     if "symbolic" not in spec:
-        return ()
+        return {}
     data = _dict(spec["symbolic"], "symbolic")
-    _require(set(data) == {"inputs", "output"},
-             f"symbolic must have exactly inputs and output, not {sorted(map(str, data))}")
+    _require(set(data) == {"inputs", "output", "exprs"}, "symbolic must have exactly "
+             f"inputs, output and exprs, not {sorted(map(str, data))}")
     raw = data["inputs"]
     _require(isinstance(raw, list) and len(raw) == len(inputs),
              f"symbolic inputs must list the dims of each of the {len(inputs)} inputs")
@@ -311,7 +324,14 @@ def _symbolic(spec: dict[str, Any], inputs: tuple[TensorSpec, ...],
             for i, (d, t) in enumerate(zip(raw, inputs, strict=True))]
     dims.append(_dim_list(data["output"], len(output.size), "symbolic dims of the output"))
     _require(any(dims), "symbolic is present but names no dim")
-    return tuple(dims)
+    exprs = data["exprs"]
+    count = sum(len(d) for d in dims)
+    _require(isinstance(exprs, list) and len(exprs) == count,
+             f"symbolic exprs must give one expression per symbolic dim ({count})")
+    for e in exprs:
+        _require(isinstance(e, str) and _EXPR.fullmatch(e) is not None,
+                 f"symbolic expr {e!r} is not a size expression of at most 128 characters")
+    return {"symbolic": tuple(dims), "exprs": tuple(exprs)}
 
 
 def _epilogue_item(key: Any, value: Any) -> tuple[str, float | int | bool]:

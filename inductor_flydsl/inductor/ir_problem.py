@@ -57,6 +57,29 @@ def _symbolic_dims(size: Sequence[Any], stride: Sequence[Any] | None = None) -> 
                  if _is_symbolic(sz) or _is_symbolic(st))
 
 
+def canonical_exprs(exprs: Sequence[Any]) -> tuple[str, ...]:
+    """Each expression as text with its symbols renamed ``a``, ``b``, ... in order of
+    first appearance (within one expression, by name): the same structure gives the same
+    text in every program, whatever Dynamo numbered the symbols."""
+    names: dict[sympy.Symbol, sympy.Symbol] = {}
+    texts = []
+    for e in exprs:
+        for sym in sorted(e.free_symbols, key=str):
+            if sym not in names:
+                names[sym] = sympy.Symbol(_letters(len(names)), integer=True, positive=True)
+        texts.append(str(e.xreplace(names)))
+    return tuple(texts)
+
+
+def _letters(index: int) -> str:
+    text = ""
+    while True:
+        text = chr(ord("a") + index % 26) + text
+        index = index // 26 - 1
+        if index < 0:
+            return text
+
+
 def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -137,13 +160,19 @@ def problem_from_ir(name: str, input_nodes: Sequence[Any], output_layout: Any,
     output = TensorSpec(dtype=dtype_name(output_layout.dtype), size=out_size,
                         stride=(0,) * len(out_size))
     symbolic: tuple[tuple[int, ...], ...] = ()
+    entries: list[Any] = []
     if values:
         symbolic = (*(_symbolic_dims(size) for size, _ in layouts),
                     _symbolic_dims(out_exprs))
+        sources = [size for size, _ in layouts] + [out_exprs]
         if not any(symbolic):  # only strides are symbolic (a view of a dynamic tensor)
             symbolic = (*(_symbolic_dims(size, stride) for size, stride in layouts),
                         symbolic[-1])
+            sources = [[st if _is_symbolic(st) else sz for sz, st in
+                        zip(size, stride or size, strict=True)] for size, stride in layouts]
+            sources.append(out_exprs)
+        entries = [src[d] for dims, src in zip(symbolic, sources, strict=True) for d in dims]
     problem = Problem(op=str(name), inputs=tuple(specs), output=output,
                       epilogue=epilogue_of(choices), attrs=attrs_of(str(name), choices),
-                      symbolic=symbolic)
+                      symbolic=symbolic, exprs=canonical_exprs(entries))
     return checked(problem)

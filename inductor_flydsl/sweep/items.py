@@ -10,7 +10,8 @@ validates every field and raises :class:`ItemError` with a message naming the ba
 Layout letters are A then B, ``n`` row-major and ``t`` column-major: ``nt`` is
 ``A (M x K) @ B`` where B is stored as an N x K row-major matrix, the weight layout of
 ``nn.Linear``. ``op=linear`` is ``y = x @ W.T`` without bias (``nn.Linear``), hence always
-``nt``; ``addmm`` adds a bias of N elements.
+``nt``; ``addmm`` adds a bias of N elements. ``dynamic_m`` (default false) compiles with
+M symbolic and ``m`` as its hint, as a dynamic-shape compile does.
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ def _dtype(value: Any) -> str:
     return DTYPE_ALIASES[text]
 
 
+def _flag(name: str, value: Any) -> bool:
+    if value in (None, "") or value is False or value == 0:
+        return False
+    if value is True or value == 1:
+        return True
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise ItemError(f"{name}={value!r} is not a boolean (true/false, 1/0)")
+
+
 @dataclass(frozen=True, order=True)
 class SweepItem:
     op: str
@@ -85,6 +99,9 @@ class SweepItem:
     batch: int = 1
     dtype: str = "bfloat16"
     layout: str = "nt"
+    # M symbolic, as a dynamic-shape compile sees it (``torch._dynamo.mark_dynamic`` on
+    # M, with ``m`` as the hint): records the key such a compile looks up.
+    dynamic_m: bool = False
 
     def __post_init__(self) -> None:
         # Direct construction gets the same checks as values read from a file.
@@ -96,7 +113,8 @@ class SweepItem:
     @staticmethod
     def _checked(values: Mapping[str, Any]) -> dict[str, Any]:
         lowered = {str(k).strip().lower(): v for k, v in values.items()}
-        unknown = set(lowered) - {"op", "m", "n", "k", "batch", "dtype", "layout"}
+        unknown = set(lowered) - {"op", "m", "n", "k", "batch", "dtype", "layout",
+                                  "dynamic_m"}
         if unknown:
             raise ItemError(f"unknown field(s): {', '.join(sorted(unknown))}")
         for required in ("op", "m", "n", "k"):
@@ -120,12 +138,16 @@ class SweepItem:
         if op == "linear" and layout != "nt":
             raise ItemError(f"layout={layout!r} with op=linear: a linear layer is x @ W.T "
                             "with W stored N x K row-major, i.e. layout nt")
+        dynamic_m = _flag("dynamic_m", lowered.get("dynamic_m"))
+        if dynamic_m and m < 2:
+            raise ItemError(f"dynamic_m with M={m}: torch.compile specializes sizes 0 and 1, "
+                            "so a symbolic M needs a hint of at least 2")
         largest = batch * max(m * k, k * n, m * n) * DTYPE_BYTES[dtype]
         if largest > MAX_OPERAND_BYTES:
             raise ItemError(f"{batch}x{m}x{n}x{k} {dtype}: an operand of {largest} bytes "
                             f"exceeds {MAX_OPERAND_BYTES} bytes")
         return {"op": op, "m": m, "n": n, "k": k, "batch": batch, "dtype": dtype,
-                "layout": layout}
+                "layout": layout, "dynamic_m": dynamic_m}
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> SweepItem:
@@ -134,7 +156,12 @@ class SweepItem:
         return cls(**cls._checked(values))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; ``dynamic_m`` only when set, so static items keep the ids (and
+        ``--resume`` rows) they had before the field existed."""
+        values = asdict(self)
+        if not self.dynamic_m:
+            del values["dynamic_m"]
+        return values
 
     @property
     def item_id(self) -> str:
@@ -142,7 +169,8 @@ class SweepItem:
 
     def summary(self) -> str:
         batch = f"{self.batch}x" if self.op == "bmm" else ""
-        return f"{self.op} {self.dtype} {batch}{self.m}x{self.n}x{self.k} {self.layout}"
+        text = f"{self.op} {self.dtype} {batch}{self.m}x{self.n}x{self.k} {self.layout}"
+        return f"{text} dynamic[M]" if self.dynamic_m else text
 
     @property
     def flops(self) -> int:

@@ -162,20 +162,44 @@ def write_shapes_csv(items: Iterable[SweepItem], path: str | Path) -> None:
 # ---- misses ---------------------------------------------------------------------------
 def item_from_problem(problem: Problem) -> SweepItem:
     """The sweep item that reproduces ``problem``. CPU linear ops (``packed_linear``,
-    ``linear_unary``, ...) become ``op=linear``; addmm's alpha/beta are not kept."""
+    ``linear_unary``, ...) become ``op=linear``; addmm's alpha/beta are not kept. A
+    dynamic problem with M its only symbolic size becomes a ``dynamic_m`` item (M at the
+    key's bucketed hint)."""
     op = problem.op
+    dynamic_m = _dynamic_m_only(problem)
     if "linear" in op:
         x, out = problem.inputs[0], problem.output
         m = 1
         for dim in out.size[:-1]:
             m *= dim
         return SweepItem.from_values({"op": "linear", "m": m, "n": out.size[-1],
-                                      "k": x.size[-1], "dtype": x.dtype, "layout": "nt"})
+                                      "k": x.size[-1], "dtype": x.dtype, "layout": "nt",
+                                      "dynamic_m": dynamic_m})
     if op not in ("mm", "addmm", "bmm"):
         raise ItemError(f"no sweep op reproduces {op!r}")
     m, n, k = problem.mnk
     return SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "batch": problem.batch,
-                                  "dtype": problem.dtype, "layout": problem.layout})
+                                  "dtype": problem.dtype, "layout": problem.layout,
+                                  "dynamic_m": dynamic_m})
+
+
+def _dynamic_m_only(problem: Problem) -> bool:
+    """True for a dynamic problem whose only symbolic size is M (the output's row dim):
+    what a ``dynamic_m`` item reproduces. Other dynamic problems raise ItemError."""
+    if not problem.dynamic:
+        return False
+    out_rank = len(problem.output.size)
+    if out_rank < 2 or problem.symbolic[-1] != (out_rank - 2,):
+        raise ItemError(f"symbolic {problem.symbolic_text()}: the sweep reproduces dynamic "
+                        "problems whose only symbolic size is M")
+    if set(problem.exprs) != {"a"}:
+        raise ItemError(f"symbolic {problem.symbolic_text()}: the sweep marks one dim "
+                        "dynamic, so it reproduces M = one symbol, not a product")
+    for t, dims in zip(problem.inputs, problem.symbolic[:-1], strict=True):
+        if dims and dims != (len(t.size) - 2,):
+            raise ItemError(f"symbolic {problem.symbolic_text()}: the sweep reproduces "
+                            "dynamic problems whose only symbolic size is M")
+    return True
 
 
 @dataclass

@@ -108,7 +108,18 @@ def _operand(rows: int, cols: int, major: str, batch: int | None, *, device: str
 
 
 def build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
-    """The callable to compile and its inputs, as the item describes them."""
+    """The callable to compile and its inputs, as the item describes them; a
+    ``dynamic_m`` item's M dim is marked dynamic (``torch._dynamo.mark_dynamic``)."""
+    fn, inputs = _build(item, device)
+    if item.dynamic_m:
+        import torch
+
+        a = inputs[0] if item.op != "addmm" else inputs[1]
+        torch._dynamo.mark_dynamic(a, a.dim() - 2)
+    return fn, inputs
+
+
+def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     import torch
 
     dtype = getattr(torch, item.dtype)
@@ -159,7 +170,9 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
     mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
     start = time.perf_counter()
     with torch.no_grad():
-        compiled = torch.compile(fn, mode=mode, dynamic=False, fullgraph=True)
+        # dynamic=None lets mark_dynamic make M symbolic; nothing else becomes dynamic
+        compiled = torch.compile(fn, mode=mode, dynamic=None if item.dynamic_m else False,
+                                 fullgraph=True)
         out = compiled(*inputs)
         if kind != "cpu":
             torch.cuda.synchronize()

@@ -75,7 +75,9 @@ def random_problem(rng: random.Random) -> Problem:
                          for t in (*inputs, output))
         if not any(symbolic):
             symbolic = ()
-    return Problem(rng.choice(OPS), inputs, output, epilogue, attrs, symbolic)
+    exprs = tuple(rng.choice(["a", "b", "a*b", "2*a", "FloorDiv(a, 2)"])
+                  for dims in symbolic for _ in dims)
+    return Problem(rng.choice(OPS), inputs, output, epilogue, attrs, symbolic, exprs)
 
 
 def test_random_valid_problems_round_trip() -> None:
@@ -156,16 +158,24 @@ def test_random_malformed_specs_give_value_errors() -> None:
     ([1, 2], "JSON object"),
     ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
       "output": {"dtype": "float32", "size": [2, 2]},
-      "symbolic": {"inputs": [[0]], "output": [2]}}, r"outside \[0, 1\]"),
+      "symbolic": {"inputs": [[0]], "output": [2], "exprs": ["a", "a"]}}, r"outside \[0, 1\]"),
     ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
       "output": {"dtype": "float32", "size": [2, 2]},
-      "symbolic": {"inputs": [[]], "output": []}}, "names no dim"),
+      "symbolic": {"inputs": [[]], "output": [], "exprs": []}}, "names no dim"),
     ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
       "output": {"dtype": "float32", "size": [2, 2]},
-      "symbolic": {"inputs": [[1, 0]], "output": [0]}}, "distinct increasing"),
+      "symbolic": {"inputs": [[1, 0]], "output": [0], "exprs": ["a", "a", "a"]}},
+     "distinct increasing"),
     ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
       "output": {"dtype": "float32", "size": [2, 2]},
-      "symbolic": {"inputs": [], "output": [0]}}, "each of the 1 inputs"),
+      "symbolic": {"inputs": [], "output": [0], "exprs": ["a"]}}, "each of the 1 inputs"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [[0]], "output": [0], "exprs": ["a"]}}, "one expression per"),
+    ({"op": "mm", "inputs": [{"dtype": "float32", "size": [2, 2], "stride": [2, 1]}],
+      "output": {"dtype": "float32", "size": [2, 2]},
+      "symbolic": {"inputs": [[0]], "output": [0], "exprs": ["a", "__import__('os')"]}},
+     "not a size expression"),
 ])
 def test_malformed_spec_reasons(spec: Any, reason: str) -> None:
     with pytest.raises(InvalidProblem, match=reason):
@@ -179,7 +189,8 @@ def test_dynamic_problem_is_a_different_key_with_the_same_gemm_view() -> None:
     static = Problem("mm", (TensorSpec("bfloat16", (64, 512), (512, 1)),
                             TensorSpec("bfloat16", (512, 256), (256, 1))),
                      TensorSpec("bfloat16", (64, 256), (256, 1)))
-    dynamic = Problem(static.op, static.inputs, static.output, symbolic=((0,), (), (0,)))
+    dynamic = Problem(static.op, static.inputs, static.output, symbolic=((0,), (), (0,)),
+                      exprs=("a", "a"))
     assert "symbolic" not in static.spec() and not static.dynamic and dynamic.dynamic
     assert dynamic.id != static.id and dynamic.mnk == static.mnk
     assert dynamic.summary() == "mm bfloat16 64x256x512 nn dynamic[M]"
@@ -242,3 +253,17 @@ def test_verify_separates_corruption_from_unknown_rows(tmp_path: Path) -> None:
     assert rows.table("problems").count == 2 and rows.table("misses").count == 1
     refused = cli("db", "merge", str(corrupt), "--into", str(tmp_path / "m2.db"))
     assert refused.returncode == 2 and "fails verification" in refused.stdout + refused.stderr
+
+
+def test_symbolic_structure_is_part_of_the_key() -> None:
+    """M = batch*seq and M = seq (a batch specialized to 1 recompiles so) build different
+    kernels: different problems, shown in the summary."""
+    base = Problem("mm", (TensorSpec("float32", (32, 64), (64, 1)),
+                          TensorSpec("float32", (64, 16), (16, 1))),
+                   TensorSpec("float32", (32, 16), (16, 1)), symbolic=((0,), (), (0,)))
+    product = Problem(base.op, base.inputs, base.output, symbolic=base.symbolic,
+                      exprs=("a*b", "a*b"))
+    single = Problem(base.op, base.inputs, base.output, symbolic=base.symbolic,
+                     exprs=("a", "a"))
+    assert product.id != single.id
+    assert "dynamic[M=a*b]" in product.summary() and "dynamic[M]" in single.summary()

@@ -208,7 +208,13 @@ def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
     assert {r["summary"] for r in rows} == {"mm bfloat16 64x256x512 nn dynamic[M]"}
     spec = json.loads(next(iter(sqlite_utils.Database(offered).query(
         "select spec from problems")))["spec"])
-    assert spec["symbolic"] == {"inputs": [[0], []], "output": [0]}
+    assert spec["symbolic"] == {"inputs": [[0], []], "output": [0], "exprs": ["a", "a"]}
+    from inductor_flydsl.buckets import dynamic_m_problem
+    from inductor_flydsl.problem import synthetic_problem
+
+    key = dynamic_m_problem(synthetic_problem("mm", 48, 256, 512, dtype="bfloat16",
+                                              layout="nn"))
+    assert key.spec() == spec, "explain --dynamic-m and the sweep look up this key"
     assert spec["inputs"][0] == {"dtype": "bfloat16", "size": [64, 512], "stride": [512, 1]}
 
 
