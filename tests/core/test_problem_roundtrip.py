@@ -40,10 +40,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False)
 
 
-def _specs(db_path: Path) -> dict[str, dict]:
+def _specs(db_path: Path, *, recorded: bool = True) -> dict[str, dict]:
+    """Problems with recorded results (``recorded=False``: every problem row, misses
+    included: the dynamic-batch linear is only a miss, served by its static bucket)."""
     db = sqlite_utils.Database(db_path)
+    where = " where id in (select problem_id from results)" if recorded else ""
     return {r["id"]: {**r, "spec": json.loads(r["spec"])} for r in
-            db.query("select id, op, summary, m, n, k, spec from problems")}
+            db.query(f"select id, op, summary, m, n, k, spec from problems{where}")}
 
 
 def _attrs(problem: dict) -> dict:
@@ -114,7 +117,11 @@ def test_cold_compile_records_every_lowering_with_its_attributes(cold: dict) -> 
     # served from that bucket's winner recorded moments before
     assert stats["bucket_hits"] == 1
     misses = {r["problem_id"]: r["count"] for r in db.query("select * from misses")}
-    assert misses[addmm["id"]] == 2
+    assert misses[addmm["id"]] == 1
+    dynamic = [p for p in _specs(cold["db"], recorded=False).values() if "symbolic" in p["spec"]]
+    assert len(dynamic) == 1 and misses[dynamic[0]["id"]] == 1
+    assert dynamic[0]["op"] == "addmm" and dynamic[0]["summary"].endswith("dynamic[M]")
+    assert dynamic[0]["spec"]["inputs"][1] == addmm["spec"]["inputs"][1]  # M at hint 16
 
 
 def test_qlinear_post_op_none_and_relu_are_separate_problems(cold: dict, warm: dict) -> None:
@@ -149,6 +156,10 @@ def test_verify_and_show_accept_every_recorded_problem(cold: dict, merged: dict)
         out = cli("db", "show", ref, "--db", str(cold["db"]), "--json")
         assert out.returncode == 0, out.stderr
         for detail in json.loads(out.stdout):
+            if detail["problem"]["id"] not in problems:  # the dynamic batch: a miss only
+                assert detail["bucket"]["dynamic"] == {"symbolic": "M", "keyed_m": 16}
+                assert detail["misses"] and not detail["results"]
+                continue
             assert detail["results"] and "error" not in detail["bucket"], detail
             assert any(r["is_winner"] for r in detail["results"])
             shown.add(detail["problem"]["id"])
@@ -175,7 +186,9 @@ def test_fresh_process_serves_everything_from_the_merged_db(cold: dict, warm: di
     assert stats["hits"] == STATIC_SELECTIONS and stats["bucket_hits"] == 1
     assert stats["benchmarked"] == 0 and warm["autotune_runs"] == 0
     recorded = set(_specs(cold["db"]))
-    assert {d["problem_id"] for d in stats["decisions"]} == recorded
+    served = [d for d in stats["decisions"] if not d["source"].startswith("db-bucket:")]
+    assert {d["problem_id"] for d in served} == recorded
+    assert len(stats["decisions"]) == len(served) + 1  # the dynamic batch, by its bucket
     # Same numbers up to kernel rounding: the cold process ran the candidate Inductor's
     # own timing picked, the warm one runs the recorded winner, which re-measuring the
     # finalists (issue 15) may have made the other candidate (ATen vs C++ template; bf16)
