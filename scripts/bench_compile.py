@@ -10,8 +10,13 @@ run to the warm one:
 Times are compile plus first call, measured in the child. With --repeat N each
 configuration runs N times and the median is used.
 
-    python scripts/bench_compile.py            # table
-    python scripts/bench_compile.py --json     # one JSON object
+    python scripts/bench_compile.py                  # table: static and dynamic cases
+    python scripts/bench_compile.py --case dynamic   # dynamic=True only
+    python scripts/bench_compile.py --json           # one JSON object
+
+The dynamic case compiles the same frozen MLP with ``dynamic=True`` and runs it at two
+more batch sizes (8 and 13, compared with eager); the warm process must autotune
+nothing and serve every GEMM from the DB.
 """
 
 from __future__ import annotations
@@ -54,6 +59,53 @@ def winners(report: dict, source_prefix: str) -> dict[str, str]:
             if d["source"].startswith(source_prefix)}
 
 
+def measure(model: list[str], repeat: int, root: Path, label: str) -> dict:
+    """default mode, cold max-autotune into an empty DB, then max-autotune on that DB."""
+    times: dict[str, list[float]] = {"default": [], "cold": [], "warm_db": []}
+    agree = outputs_equal = True
+    also_match = True
+    served_all = True
+    import torch
+
+    for i in range(repeat):
+        db = root / f"{label}{i}.db"
+
+        def cache(name: str, i: int = i) -> Path:
+            return root / f"cache_{label}_{name}_{i}"
+
+        step = f"[{label} {i + 1}/{repeat}]"
+        print(f"{step} default mode ...", file=sys.stderr, flush=True)
+        default = run_child(["--mode", "default", *model], cache("default"))
+        print(f"{step} cold max-autotune (records into an empty DB) ...", file=sys.stderr,
+              flush=True)
+        cold = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
+                          "--out", str(root / "cold.pt"), *model], cache("cold"))
+        print(f"{step} max-autotune with the warm DB ...", file=sys.stderr, flush=True)
+        warm = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
+                          "--out", str(root / "warm.pt"), *model], cache("warm"))
+        times["default"].append(default["compile_s"])
+        times["cold"].append(cold["compile_s"])
+        times["warm_db"].append(warm["compile_s"])
+        cold_w, warm_w = winners(cold, "autotune"), winners(warm, "db:")
+        agree &= bool(cold_w) and cold_w == warm_w and warm["autotune_runs"] == 0
+        served_all &= all(d["source"].startswith("db:") for d in warm["stats"]["decisions"])
+        also_match &= all(a["match"] for a in cold["also"] + warm["also"])
+        outputs_equal &= torch.equal(torch.load(root / "cold.pt"),
+                                     torch.load(root / "warm.pt"))
+    default_s = statistics.median(times["default"])
+    cold_s = statistics.median(times["cold"])
+    warm_s = statistics.median(times["warm_db"])
+    return {
+        "default_s": round(default_s, 3), "cold_s": round(cold_s, 3),
+        "warm_db_s": round(warm_s, 3),
+        "warm_over_default": round(warm_s / default_s, 3),
+        "warm_over_cold": round(warm_s / cold_s, 3),
+        "winners_agree": agree, "outputs_equal": outputs_equal,
+        "warm_served_all_from_db": served_all, "warm_autotune_runs": warm["autotune_runs"],
+        "other_sizes_match_eager": also_match, "gemm_problems": len(cold_w),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,48 +114,20 @@ def main() -> int:
     parser.add_argument("--dims", default="256,512,384,192,64")
     parser.add_argument("--batch", default="32")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--case", default="all", choices=["static", "dynamic", "all"],
+                        help="static: the MLP at one batch; dynamic: the same frozen MLP "
+                        "compiled with dynamic=True, then also run at batches 8 and 13 "
+                        "(each compared with eager)")
     args = parser.parse_args()
     model = ["--dims", args.dims, "--batch", args.batch, "--dtype", args.dtype]
-    times: dict[str, list[float]] = {"default": [], "cold": [], "warm_db": []}
-    agree = True
-    outputs_equal = True
+    cases = {"static": model, "dynamic": [*model, "--dynamic", "--also", "8,13"]}
+    chosen = list(cases) if args.case == "all" else [args.case]
+    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench_compile_") as tmp:
-        root = Path(tmp)
-        for i in range(args.repeat):
-            db = root / f"tuning{i}.db"
-            def cache(name: str, i: int = i) -> Path:
-                return root / f"cache_{name}_{i}"
-            step = f"[{i + 1}/{args.repeat}]"
-            print(f"{step} default mode ...", file=sys.stderr, flush=True)
-            default = run_child(["--mode", "default", *model], cache("default"))
-            print(f"{step} cold max-autotune (records into an empty DB) ...", file=sys.stderr,
-                  flush=True)
-            cold = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
-                              "--out", str(root / "cold.pt"), *model], cache("cold"))
-            print(f"{step} max-autotune with the warm DB ...", file=sys.stderr, flush=True)
-            warm = run_child(["--mode", "max-autotune", "--plugin", "--db", str(db),
-                              "--out", str(root / "warm.pt"), *model], cache("warm"))
-            times["default"].append(default["compile_s"])
-            times["cold"].append(cold["compile_s"])
-            times["warm_db"].append(warm["compile_s"])
-            cold_w, warm_w = winners(cold, "autotune"), winners(warm, "db:")
-            agree &= bool(cold_w) and cold_w == warm_w and warm["autotune_runs"] == 0
-            import torch
-
-            outputs_equal &= torch.equal(torch.load(root / "cold.pt"),
-                                         torch.load(root / "warm.pt"))
-    default_s = statistics.median(times["default"])
-    cold_s = statistics.median(times["cold"])
-    warm_s = statistics.median(times["warm_db"])
-    result = {
-        "default_s": round(default_s, 3), "cold_s": round(cold_s, 3),
-        "warm_db_s": round(warm_s, 3),
-        "warm_over_default": round(warm_s / default_s, 3),
-        "warm_over_cold": round(warm_s / cold_s, 3),
-        "winners_agree": agree, "outputs_equal": outputs_equal,
-        "gemm_problems": len(cold_w), "repeat": args.repeat,
-        "model": {"dims": args.dims, "batch": args.batch, "dtype": args.dtype},
-    }
+        for case in chosen:
+            results[case] = measure(cases[case], args.repeat, Path(tmp), case)
+    result = {**results.get("static", {}), "cases": results, "repeat": args.repeat,
+              "model": {"dims": args.dims, "batch": args.batch, "dtype": args.dtype}}
     if args.json:
         print(json.dumps(result))
     else:
@@ -111,12 +135,14 @@ def main() -> int:
         from rich.table import Table
 
         table = Table(title="compile plus first call (seconds, fresh Inductor cache each)")
-        for col in ("default", "cold max-autotune", "max-autotune, warm DB", "warm/default",
-                    "warm/cold", "winners agree"):
+        for col in ("case", "default", "cold max-autotune", "max-autotune, warm DB",
+                    "warm/default", "warm/cold", "winners agree", "warm autotunes"):
             table.add_column(col)
-        table.add_row(f"{default_s:.2f}", f"{cold_s:.2f}", f"{warm_s:.2f}",
-                      f"{result['warm_over_default']:.2f}", f"{result['warm_over_cold']:.2f}",
-                      str(agree))
+        for case, r in results.items():
+            table.add_row(case, f"{r['default_s']:.2f}", f"{r['cold_s']:.2f}",
+                          f"{r['warm_db_s']:.2f}", f"{r['warm_over_default']:.2f}",
+                          f"{r['warm_over_cold']:.2f}", str(r["winners_agree"]),
+                          str(r["warm_autotune_runs"]))
         Console().print(table)
     return 0
 

@@ -59,6 +59,8 @@ def test_second_process_autotunes_nothing_and_serves_every_gemm(runs: dict) -> N
     assert len(decisions) == len(cold["stats"]["decisions"])  # the same GEMM selections
     assert [a["size"] for a in warm["also"]] == ["3x7", "1x24"]
     assert all(a["match"] for a in warm["also"]), warm["also"]
-    # the winners served are the ones the first process picked or reused
-    picked = {(d["problem_id"], d["candidate_id"]) for d in cold["stats"]["decisions"]}
-    assert {(d["problem_id"], d["candidate_id"]) for d in decisions} <= picked
+    # the winners served are the ones the first process recorded
+    db = sqlite_utils.Database(runs["db"])
+    recorded = {r["problem_id"]: r["candidate_id"] for r in
+                db.query("select problem_id, candidate_id from winners")}
+    assert {d["problem_id"]: d["candidate_id"] for d in decisions} == recorded

@@ -92,6 +92,20 @@ def test_explain_cli_json() -> None:
     assert not data["eligible"] and len(data["reasons"]) >= 4
 
 
+def test_explain_dynamic_m_shows_the_key_and_eligibility() -> None:
+    def explain_json(layout: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "inductor_flydsl", "explain", "--op",
+                               "mm", "--shape", "24x4096x4096", "--layout", layout,
+                               "--dynamic-m", "--json"], capture_output=True, text=True,
+                              check=True)
+        return json.loads(proc.stdout)
+
+    nt = explain_json("nt")  # M=24 keyed at its bucketed hint 32
+    assert nt["eligible"] and nt["problem"] == "mm bfloat16 32x4096x4096 nt dynamic[M]"
+    tn = explain_json("tn")
+    assert not tn["eligible"] and any("column-major A" in r for r in tn["reasons"])
+
+
 @pytest.mark.parametrize("m,n,k", [(16, 8192, 8192), (32, 14336, 4096), (8, 4096, 4096)])
 def test_decode_shapes_rank_a_split_k_config_with_512_workgroups_first(m: int, n: int,
                                                                        k: int) -> None:
