@@ -7,6 +7,7 @@ With no arguments it sweeps the ``cpu-smoke`` preset on a CPU-only machine and t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from ..sweep.runner import (
     resolve_slots,
     run_sweep,
 )
+from ..sweep.sharding import shard_db_path, shard_from_environment
 from .output import console, err_console, fail, print_json, print_table
 
 COMMAND_NAMES = ("sweep",)
@@ -65,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                              "(a confident result then replaces it)")
     p.add_argument("--db", type=Path, default=None,
                    help=f"tuning DB to fill (default: $INDUCTOR_FLYDSL_DB or "
-                        f"{default_db_path()})")
+                        f"{default_db_path()}); {{shard}} in it becomes the shard number, "
+                        "so each shard writes its own DB for `db merge`")
     p.add_argument("--backends", default=None,
                    help="Inductor GEMM backends, e.g. ATEN,TRITON (default: all available: "
                         "CPU ATEN,CPP; CUDA ATEN,TRITON; ROCm ATEN,TRITON,FLYDSL)")
@@ -74,12 +77,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "software")
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume, run failed items again")
-    p.add_argument("--shard", default=None, metavar="K/N",
-                   help="run only shard K of N (N shards cover the list exactly once)")
+    p.add_argument("--shard", default=None, metavar="K/N|auto",
+                   help="run only shard K of N (N shards cover the list exactly once); "
+                        "auto: from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or torchrun's "
+                        "RANK/WORLD_SIZE (LOCAL_RANK picks the GPU)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new item after this many seconds")
     p.add_argument("--timeout-s", type=float, default=900.0,
                    help="kill an item's worker after this many seconds (default 900)")
+    p.add_argument("--isolate", choices=("worker", "item"), default="worker",
+                   help="worker (default): one long-lived worker process per device tunes "
+                        "batches of items, replaced after a crash or hang; item: a fresh "
+                        "process per item (slower; for comparison and fragile stacks)")
+    p.add_argument("--batch-items", type=int, default=8, metavar="N",
+                   help="with --isolate worker, tune up to N items in one compiled graph "
+                        "(default 8; 1: one item per compile). A failed batch is retried "
+                        "item by item")
     p.add_argument("--devices", default=None,
                    help="cpu, all, or GPU indexes 0,1,... (one worker per GPU in parallel; "
                         "default: GPU 0, else cpu)")
@@ -222,15 +235,32 @@ def print_summary(summary: SweepSummary) -> None:
                       "to continue")
 
 
+def _shard_and_devices(args: argparse.Namespace) -> tuple[tuple[int, int] | None, str | None]:
+    """The shard to run and the --devices to use (torchrun's LOCAL_RANK picks the GPU
+    when --devices is not given and GPUs exist)."""
+    if args.shard != "auto":
+        return (parse_shard(args.shard) if args.shard else None), args.devices
+    found = shard_from_environment(os.environ)
+    devices = args.devices
+    if devices is None and found.local_rank is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            devices = str(found.local_rank)
+    return (found.k, found.n), devices
+
+
 def run(args: argparse.Namespace) -> int:
-    db_path = args.db or settings_from_env().db_path
     try:
-        shard_spec = parse_shard(args.shard) if args.shard else None
+        shard_spec, devices = _shard_and_devices(args)
+        db_path = shard_db_path(args.db or settings_from_env().db_path, shard_spec)
         if args.budget_s is not None and args.budget_s < 0:
             raise ItemError("--budget-s must be >= 0")
+        if args.batch_items < 1:
+            raise ItemError("--batch-items must be >= 1")
         if args.timeout_s <= 0:
             raise ItemError("--timeout-s must be > 0")
-        slots = resolve_slots(args.devices)
+        slots = resolve_slots(devices)
         identity = probe_identity(slots)
         items = _items(args, db_path, identity)
     except (ItemError, SweepError) as exc:
@@ -246,7 +276,8 @@ def run(args: argparse.Namespace) -> int:
                            retry_failed=args.retry_failed, shard=shard_spec,
                            budget_s=args.budget_s, timeout_s=args.timeout_s,
                            on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,
-                           remeasure=args.remeasure or args.remeasure_noisy)
+                           remeasure=args.remeasure or args.remeasure_noisy,
+                           isolate=args.isolate, batch_items=args.batch_items)
     ui = _ProgressUI(enabled=not args.no_progress and not args.json)
     try:
         summary = run_sweep(items, options, slots, identity, on_event=ui.event,

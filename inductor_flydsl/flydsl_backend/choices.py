@@ -79,6 +79,8 @@ class FlydslChoiceCaller(ExternKernelCaller):
         self.inductor_flydsl_failure: tuple[str, str] | None = None
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m
+        # its parallel build (prebuild.py), when one was started: benchmark waits for it
+        self.inductor_flydsl_build: Any = None
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
@@ -105,7 +107,23 @@ class FlydslChoiceCaller(ExternKernelCaller):
             except NumericMismatch as exc:
                 raise NumericMismatch(f"at M={result.shape[0]}: {exc}") from exc
 
+    def _build_failure(self) -> tuple[str, str] | None:
+        """Wait for this candidate's parallel build; its failure, if it failed."""
+        if self.inductor_flydsl_build is None:
+            return None
+        result = self.inductor_flydsl_build.wait()
+        if result is None or result.ok:
+            return None
+        status = self.inductor_flydsl_build.status or "failed"
+        return STATUS_FAILED, f"build {status}: {result.error}"
+
     def benchmark(self, *args: torch.Tensor, out: torch.Tensor) -> float:
+        if self.inductor_flydsl_failure is None:
+            self.inductor_flydsl_failure = self._build_failure()
+        if self.inductor_flydsl_failure is not None:
+            log.info("inductor_flydsl: %s excluded: %s", self.name,
+                     self.inductor_flydsl_failure[1])
+            return math.inf
         try:
             self._validate(args, out)
         except NumericMismatch as exc:

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..inductor.ir_problem import problem_from_ir
-from .eligibility import SUPPORTED_OPS, candidate_configs, problem_reasons, runtime_reasons
+from .eligibility import (
+    SUPPORTED_OPS,
+    TORCH_TO_TEMPLATE_DTYPE,
+    candidate_configs,
+    problem_reasons,
+    runtime_reasons,
+)
 
 log = logging.getLogger("inductor_flydsl")
 BACKEND_TOKEN = "FLYDSL"
@@ -93,5 +99,23 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                                alpha=float(epilogue.get("alpha", 1.0)),
                                beta=float(epilogue.get("beta", 1.0)),
                                dynamic_m=problem.dynamic) for c in configs]
+    _start_builds(made, configs, str(arch), name, problem)
     log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
     return made
+
+
+def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: str,
+                  problem: Any) -> None:
+    """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
+    from .choices import TEMPLATE
+    from .prebuild import start_builds
+
+    try:
+        builds = start_builds(TEMPLATE, configs, arch=arch,
+                              dtype=TORCH_TO_TEMPLATE_DTYPE[problem.dtype], layout=problem.layout,
+                              op=op)
+    except Exception as exc:  # never fail the compile: candidates build on first launch
+        log.warning("inductor_flydsl: could not start parallel builds: %s", exc)
+        return
+    for caller in made:
+        caller.inductor_flydsl_build = builds.get(caller.config_id)

@@ -205,6 +205,10 @@ class SweepOptions:
     on_busy: str = field(default_factory=default_policy)  # wait, backoff, record: busy.py
     busy_max_wait_s: float = 600.0
     remeasure: bool = False  # workers never reuse a recorded winner (INDUCTOR_FLYDSL_REUSE=0)
+    # "worker": one long-lived worker per device tunes batches of items (sweep/persistent.py);
+    # "item": a fresh worker process per item
+    isolate: str = "worker"
+    batch_items: int = 8  # items per compiled graph in persistent mode (1: no batching)
 
 
 @dataclass
@@ -319,13 +323,21 @@ def _result_line(path: Path) -> dict[str, Any] | None:
 def _outcome(run: _Running, rc: int | None, timed_out: float | None,
              identity: Identity) -> ItemOutcome:
     seconds = time.monotonic() - run.started
-    out = ItemOutcome(item=run.item, status=FAILED, seconds=seconds, slot=run.slot.name,
-                      busy=run.busy)
     stderr_tail = _tail(run.workdir / "stderr.txt")
+    result = None if timed_out is not None else _result_line(run.workdir / "stdout.txt")
+    return outcome_of(run.item, result, seconds=seconds, slot=run.slot.name, busy=run.busy,
+                      rc=rc, timed_out=timed_out, stderr_tail=stderr_tail,
+                      identity=identity)
+
+
+def outcome_of(item: SweepItem, result: dict[str, Any] | None, *, seconds: float, slot: str,
+               busy: str, rc: int | None, timed_out: float | None, stderr_tail: str,
+               identity: Identity) -> ItemOutcome:
+    """An item's outcome from its worker's result line (None: none came) or timeout."""
+    out = ItemOutcome(item=item, status=FAILED, seconds=seconds, slot=slot, busy=busy)
     if timed_out is not None:
         out.error = f"timed out after {timed_out:g} s (worker killed)\n{stderr_tail}"
         return out
-    result = _result_line(run.workdir / "stdout.txt")
     if result is None:
         out.error = f"{_describe_exit(rc or 0)}; no result line\n{stderr_tail}"
         return out
@@ -418,13 +430,15 @@ class SweepRunner:
         return None, ""
 
     # ---- running --------------------------------------------------------------------
-    def _launch(self, item: SweepItem, slot: Slot, root: Path, busy: str = "") -> _Running:
-        workdir = Path(tempfile.mkdtemp(prefix=f"{item.item_id}-", dir=root))
-        cmd = _worker_cmd("--item", canonical_json(item.to_dict()), "--db",
-                          str(self.options.db), "--device", slot.device, "--cache-dir",
-                          str(workdir / "inductor_cache"), "--parent-pid", str(os.getpid()))
+    def worker_command(self, slot: Slot, workdir: Path, *args: str) -> list[str]:
+        cmd = _worker_cmd(*args, "--db", str(self.options.db), "--device", slot.device,
+                          "--cache-dir", str(workdir / "inductor_cache"), "--parent-pid",
+                          str(os.getpid()))
         if self.options.backends:
             cmd += ["--backends", self.options.backends]
+        return cmd
+
+    def worker_env(self, slot: Slot, workdir: Path, busy: str = "") -> dict[str, str]:
         env = slot.environ(dict(os.environ))
         env["INDUCTOR_FLYDSL_SHIPPED"] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
@@ -435,6 +449,12 @@ class SweepRunner:
             env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
         if self.options.remeasure:
             env[ENV_REUSE] = "0"
+        return env
+
+    def _launch(self, item: SweepItem, slot: Slot, root: Path, busy: str = "") -> _Running:
+        workdir = Path(tempfile.mkdtemp(prefix=f"{item.item_id}-", dir=root))
+        cmd = self.worker_command(slot, workdir, "--item", canonical_json(item.to_dict()))
+        env = self.worker_env(slot, workdir, busy)
         stdout = open(workdir / "stdout.txt", "wb")
         stderr = open(workdir / "stderr.txt", "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
@@ -458,6 +478,11 @@ class SweepRunner:
         return outcome
 
     def run(self, items: list[SweepItem], summary: SweepSummary) -> None:
+        if self.options.isolate == "worker":
+            from .persistent import run_persistent
+
+            run_persistent(self, items, summary)
+            return
         pending = list(reversed(items))
         running: dict[str, _Running] = {}
         start = time.monotonic()

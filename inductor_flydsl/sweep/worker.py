@@ -166,6 +166,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
     import inductor_flydsl
 
     inductor_flydsl.enable(db, "readwrite")
+    before = len(inductor_flydsl.stats()["decisions"])  # a persistent worker's earlier items
     fn, inputs = build(item, device)
     mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
     start = time.perf_counter()
@@ -182,7 +183,8 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
     inductor_flydsl.disable()
     from torch._dynamo.utils import counters
 
-    decisions = stats["decisions"]
+    decisions = stats["decisions"][before:]
+    stats["decisions"] = decisions
     problem_ids = sorted({d["problem_id"] for d in decisions})
     result.update({"compile_s": round(compile_s, 3), "rel_err": _rel_err(out, ref),
                    "stats": stats, "problem_ids": problem_ids,
@@ -195,6 +197,166 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                           f"errors={stats['errors']}"}
     sources = {"autotune" if d["source"] == "autotune" else "db" for d in decisions}
     return {**result, "status": "done", "source": ",".join(sorted(sources)), "reason": ""}
+
+
+def reset_between_items() -> None:
+    """What a persistent worker clears before each batch: Dynamo's compiled frames and
+    guards, Inductor's per-process counters, and the plugin's hooks (re-enabled per
+    batch). Inductor's caches that could answer an autotune (FX graph cache, local and
+    remote autotune caches) are off for the worker's whole life (:func:`serve`); its code
+    caches keyed by source hash stay, since they hold builds, not measurements."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    import inductor_flydsl
+
+    inductor_flydsl.disable()
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def tune_batch(items: list[SweepItem], db: str, device: str,
+               backends: str | None) -> list[dict[str, Any]]:
+    """Tune ``items`` in one compiled graph (see sweep/batch.py); one result per item,
+    shaped as :func:`tune`'s. Raises when the batch's compile fails (the caller retries the
+    items one by one)."""
+    base = describe(device)
+    kind = base["kind"]
+    results: dict[str, dict[str, Any]] = {}
+    runnable = []
+    for item in items:
+        if kind == "cpu" and item.op != "linear":
+            results[item.item_id] = {"item_id": item.item_id, "item": item.to_dict(), **base,
+                                     "status": "skipped",
+                                     "reason": CPU_SKIP_REASON.format(op=item.op)}
+        else:
+            runnable.append(item)
+    if runnable:
+        if len(runnable) == 1:
+            results[runnable[0].item_id] = tune(runnable[0], db, device, backends)
+        else:
+            results.update(_tune_together(runnable, db, device, backends, base))
+    return [results[item.item_id] for item in items]
+
+
+def _tune_together(items: list[SweepItem], db: str, device: str, backends: str | None,
+                   base: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
+
+    from .batch import batch_module, problems_by_item
+
+    kind = base["kind"]
+    chosen = backends or DEFAULT_BACKENDS[kind]
+    inductor_config.max_autotune_gemm_backends = chosen
+    if kind == "cpu":
+        inductor_config.freezing = True
+    import inductor_flydsl
+
+    inductor_flydsl.enable(db, "readwrite")
+    before = len(inductor_flydsl.stats()["decisions"])
+    parts = [build(item, device) for item in items]
+    module, flat = batch_module(parts)
+    mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
+    start = time.perf_counter()
+    with torch.no_grad():
+        outs = torch.compile(module, mode=mode, dynamic=False, fullgraph=True)(*flat)
+        if kind != "cpu":
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - start
+        refs = [fn(*inputs) for fn, inputs in parts]
+    stats = inductor_flydsl.stats()
+    inductor_flydsl.disable()
+    decisions = stats["decisions"][before:]
+    owned = problems_by_item(items, [d["problem_id"] for d in decisions], db)
+    out: dict[str, dict[str, Any]] = {}
+    for item, got, ref in zip(items, outs, refs, strict=True):
+        mine = [d for d in decisions if d["problem_id"] in owned[item.item_id]]
+        result = {"item_id": item.item_id, "item": item.to_dict(), **base, "backends": chosen,
+                  "compile_s": round(compile_s / len(items), 3), "batch_size": len(items),
+                  "rel_err": _rel_err(got, ref), "problem_ids": sorted(owned[item.item_id]),
+                  "autotune_runs": counters["inductor"]["select_algorithm_autotune"]}
+        if not mine:
+            out[item.item_id] = {**result, "status": "failed",
+                                 "reason": f"no GEMM autotune happened for this item in its "
+                                           f"batch of {len(items)} (backends {chosen})"}
+            continue
+        sources = {"autotune" if d["source"] == "autotune" else "db" for d in mine}
+        out[item.item_id] = {**result, "status": "done", "source": ",".join(sorted(sources)),
+                             "reason": ""}
+    return out
+
+
+BATCH_PREFIX = "SWEEP_BATCH "
+
+
+def _warm_up(device: str) -> None:
+    """Pay Inductor's one-time set-up on both cores at once: on CPU a thread runs the
+    vector-ISA probe (a C++ compile in a subprocess, several seconds) while this thread
+    imports the compile stack and the plugin."""
+    import threading
+
+    probe = None
+    if device == "cpu":
+        def run_probe() -> None:
+            from torch._inductor import cpu_vec_isa
+
+            cpu_vec_isa.pick_vec_isa()
+
+        probe = threading.Thread(target=run_probe, daemon=True)
+        probe.start()
+    import torch._inductor.compile_fx
+    import torch._inductor.select_algorithm  # noqa: F401
+
+    import inductor_flydsl.inductor.hooks  # noqa: F401
+
+    if probe is not None:
+        probe.join()
+
+
+def serve(db: str, device: str, backends: str | None) -> int:
+    """Persistent mode: read ``{"batch": id, "items": [...]}`` lines on stdin, tune each
+    batch (:func:`tune_batch`; a batch whose compile raises is retried item by item in this
+    process), print one ``SWEEP_RESULT`` line per item and then ``SWEEP_BATCH {"batch":
+    id}``. Exits at end of input. A crash or hang is the runner's to handle: it kills this
+    process, retries the batch's items one per batch, and starts a new worker."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = False
+    inductor_config.autotune_local_cache = False
+    inductor_config.autotune_remote_cache = False
+    _warm_up(device)
+    sys.stdout.write(BATCH_PREFIX + json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        batch_id = request["batch"]
+        items = [SweepItem.from_values(v) for v in request["items"]]
+        for item in items:
+            _test_fault(item)
+        reset_between_items()
+        try:
+            results = tune_batch(items, db, device, backends)
+        except Exception:
+            sys.stderr.write(f"batch {batch_id} failed, retrying its {len(items)} items "
+                             f"one by one:\n{traceback.format_exc()[-2000:]}\n")
+            results = []
+            for item in items:
+                reset_between_items()
+                try:
+                    results.append(tune(item, db, device, backends))
+                except Exception as exc:
+                    results.append({"item_id": item.item_id, "status": "failed",
+                                    "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                                    "traceback": traceback.format_exc()[-4000:]})
+        for result in results:
+            _emit({**result, "batch": batch_id})
+        sys.stdout.write(BATCH_PREFIX + json.dumps({"batch": batch_id}) + "\n")
+        sys.stdout.flush()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Inductor cache dir (default: a fresh temporary one)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="die with this process (the runner)")
+    parser.add_argument("--serve", action="store_true",
+                        help="persistent mode: tune batches of items read as JSON lines "
+                             "on stdin until end of input")
     parser.add_argument("--describe", action="store_true",
                         help="print the device and software rows as JSON and exit")
     args = parser.parse_args(argv)
@@ -232,7 +397,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     item = None
-    if not args.describe:
+    if args.serve:
+        if not args.db:
+            sys.stderr.write("worker: --serve needs --db\n")
+            return 2
+    elif not args.describe:
         if not args.item or not args.db:
             sys.stderr.write("worker: --item and --db are required\n")
             return 2
@@ -253,6 +422,8 @@ def _run(args: argparse.Namespace) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     elif device.startswith("cuda"):
         device = "cuda"
+    if args.serve:
+        return serve(args.db, device, args.backends)
     if item is None:
         sys.stdout.write(json.dumps(describe(device)) + "\n")
         return 0

@@ -20,7 +20,7 @@ import torch
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import provider
+from inductor_flydsl.flydsl_backend import prebuild, provider
 
 NO_FLYDSL_ON_CPU = r"""
 import json, sys, torch, torch._inductor.config as ic
@@ -49,6 +49,9 @@ def test_cpu_offers_no_flydsl_choice_and_launches_nothing(tmp_path: Path) -> Non
 @pytest.fixture
 def offered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(provider, "runtime_target", lambda device: ("gfx950", []))
+    # parallel builds are off here (each test would cross-compile every candidate);
+    # test_parallel_builds_* turns them on
+    monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "0")
     db = tmp_path / "t.db"
     inductor_flydsl.enable(db, "readwrite")
     import torch._inductor.config as inductor_config
@@ -236,3 +239,47 @@ def test_dynamic_validation_sizes_and_inputs() -> None:
     assert out2.shape == (101, 256)
     (a3, b3), out3 = resized_inputs("mm", (a, b), out, 1)
     assert a3.shape == (1, 512) and out3.shape == (1, 256) and b3 is b
+
+
+def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
+        offered: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Builds on: the candidates of one shape are cross-compiled for gfx950 in 2 worker
+    processes into FlyDSL's disk cache before Inductor benchmarks them. One build aborts
+    its worker (test hook): only that candidate is failed with the crash; the others are
+    built (one cache entry each) and then refused at launch (no ROCm here), as usual."""
+    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.keys import stable_id
+    from inductor_flydsl.problem import synthetic_problem
+
+    configs = candidate_configs(synthetic_problem("mm", 256, 1024, 512, dtype="bfloat16",
+                                                  layout="nt"),
+                                "gfx950")
+    crash_id = stable_id(configs[1].to_json())
+    cache = tmp_path / "flydsl_cache"
+    monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "2")
+    monkeypatch.setenv(prebuild.ENV_TEST_CRASH, crash_id)
+    monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(cache))
+    prebuild.forget_builds()
+    a = torch.randn(256, 512, dtype=torch.bfloat16)
+    w = torch.randn(1024, 512, dtype=torch.bfloat16)
+
+    def fn(a, w):
+        return torch.mm(a.relu(), w.relu().t())
+
+    y = _compile(fn, a, w)
+    torch.testing.assert_close(y, fn(a, w))
+    (run,) = prebuild.runs
+    assert run.workers == 2 and run.jobs == len(configs) and run.wall_s is not None
+    def config_id(row: dict) -> str:
+        config = json.loads(row["config"])
+        return stable_id({k: v for k, v in config.items()
+                          if k not in ("template", "template_hash")})
+
+    rows = {config_id(r): r for r in _flydsl_rows(offered)}
+    assert len(rows) == len(configs)
+    crashed = rows.pop(crash_id)
+    assert crashed["status"] == "failed" and "build crashed" in crashed["error"]
+    assert all("not launched" in r["error"] for r in rows.values())  # built, then refused
+    entries = list(cache.rglob("*.pkl"))
+    assert len(entries) == len(configs) - 1  # one disk-cache entry per built candidate
+    prebuild.forget_builds()

@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import cli, run_cli, sweep_env, sweep_json
 
 from inductor_flydsl.sweep.items import SweepItem, shard
@@ -60,21 +61,30 @@ def test_cpu_smoke_preset_end_to_end(smoke_sweep: dict) -> None:
     assert verify.returncode == 0, verify.stdout
 
 
-def test_shards_merge_to_the_unsharded_result(smoke_sweep: dict, tmp_path: Path) -> None:
-    env = sweep_env(tmp_path)
-    dbs = [tmp_path / "shard1.db", tmp_path / "shard2.db"]
-    # Both shards at once (two cores): each runner runs its own workers.
-    procs = [subprocess.Popen(cli("sweep", "--preset", "cpu-smoke", "--shard", f"{k}/2",
-                                  "--db", str(db), "--json"), env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for k, db in enumerate(dbs, start=1)]
-    outs = [p.communicate(timeout=600) for p in procs]
+def test_slurm_array_shards_merge_to_the_unsharded_result(smoke_sweep: dict,
+                                                          tmp_path: Path) -> None:
+    """Three shards started as a SLURM job array would start them (--shard auto, task ids
+    1..3), each into its own DB through the {shard} placeholder, one process per item
+    (--isolate item), merged: the same items, problems and winners as the unsharded
+    persistent-worker sweep."""
+    procs = []
+    for task in (1, 2, 3):
+        env = sweep_env(tmp_path, SLURM_ARRAY_TASK_ID=str(task), SLURM_ARRAY_TASK_MIN="1",
+                        SLURM_ARRAY_TASK_COUNT="3")
+        procs.append(subprocess.Popen(cli("sweep", "--preset", "cpu-smoke", "--shard", "auto",
+                                          "--isolate", "item", "--db",
+                                          str(tmp_path / "shard{shard}.db"), "--json"),
+                                      env=env, text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE))
+    outs = [p.communicate(timeout=900) for p in procs]
     for proc, (_out, err) in zip(procs, outs, strict=True):
         assert proc.returncode == 0, err[-3000:]
-    shard_items = [set(status_by_item(db)) for db in dbs]
-    assert not shard_items[0] & shard_items[1]
+    assert [json.loads(out)["shard"] for out, _ in outs] == ["1/3", "2/3", "3/3"]
+    dbs = [tmp_path / f"shard{k}.db" for k in (1, 2, 3)]
     items = preset("cpu-smoke")
-    assert shard_items == [{i.item_id for i in shard(items, k, 2)} for k in (1, 2)]
+    assert [set(status_by_item(db)) for db in dbs] == [
+        {i.item_id for i in shard(items, k, 3)} for k in (1, 2, 3)]
+    env = sweep_env(tmp_path)
     merged = tmp_path / "merged.db"
     proc = run_cli(["db", "merge", *map(str, dbs), "--into", str(merged)], env)
     assert proc.returncode == 0, proc.stderr
@@ -122,8 +132,10 @@ def test_resume_after_runner_sigkill(tmp_path: Path) -> None:
     items = parse_shapes_csv(shapes)
     db = tmp_path / "resume.db"
     env = sweep_env(tmp_path)
+    # one item per compile, so the kill lands between the two items' commits
     runner = subprocess.Popen(cli("sweep", "--shapes", str(shapes), "--db", str(db),
-                                  "--json"), env=env, stdout=subprocess.DEVNULL,
+                                  "--batch-items", "1", "--json"), env=env,
+                              stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: db.exists() and any(
@@ -160,8 +172,11 @@ def test_resume_after_runner_sigkill(tmp_path: Path) -> None:
         assert after_winners[w["problem_id"]] == w
 
 
+@pytest.mark.parametrize("isolate", ["worker", "item"])
 def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
-        tmp_path: Path) -> None:
+        tmp_path: Path, isolate: str) -> None:
+    """In both modes a crash or a hang costs its item only. With a persistent worker the
+    crash takes down the batch [crash, hang], whose items are retried one per worker."""
     crash = SweepItem.from_values({"op": "linear", "m": 8, "n": 8, "k": 8,
                                    "dtype": "float32"})
     hang = SweepItem.from_values({"op": "bmm", "m": 8, "n": 8, "k": 8, "batch": 2,
@@ -172,8 +187,9 @@ def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
     db = tmp_path / "faults.db"
     env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id,
                     INDUCTOR_FLYDSL_SWEEP_TEST_HANG="bmm")
+    mode = ["--isolate", isolate]
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--timeout-s", "8",
-                    "--json"], env)
+                    *mode, "--json"], env)
     summary = sweep_json(proc)
     assert proc.returncode == 1  # failures make the exit status 1, after the whole list
     assert (summary["failed"], summary["skipped"], summary["done"]) == (2, 1, 0)
@@ -187,15 +203,39 @@ def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
     assert "frozen-weight linear" in status[skip.item_id]["error"]
 
     # --resume leaves failed items alone unless --retry-failed.
-    proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--resume",
+    proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--resume", *mode,
                     "--json"], env)
     assert sweep_json(proc)["run"] == 0 and proc.returncode == 0
     env.pop("INDUCTOR_FLYDSL_SWEEP_TEST_HANG")  # the bmm item is now skipped on CPU
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--resume",
-                    "--retry-failed", "--json"], env)
+                    "--retry-failed", *mode, "--json"], env)
     summary = sweep_json(proc)
     assert (summary["run"], summary["failed"], summary["skipped"]) == (2, 1, 1)
     assert status_by_item(db)[hang.item_id]["status"] == "skipped"
+
+
+def test_a_crash_in_a_persistent_batch_costs_one_item(tmp_path: Path) -> None:
+    """[crash, good] share a batch; the crash kills the worker, both are retried alone in
+    new workers: the crashing item is failed, the good one tuned and recorded."""
+    crash = SweepItem.from_values({"op": "linear", "m": 8, "n": 8, "k": 8,
+                                   "dtype": "float32"})
+    good = SweepItem.from_values({"op": "linear", "m": 16, "n": 32, "k": 64,
+                                  "dtype": "float32"})
+    shapes = tmp_path / "shapes.csv"
+    write_shapes_csv([crash, good], shapes)
+    db = tmp_path / "crash.db"
+    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id)
+    proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--json"], env)
+    summary = sweep_json(proc)
+    assert proc.returncode == 1
+    assert (summary["failed"], summary["done"]) == (1, 1)
+    status = status_by_item(db)
+    assert status[crash.item_id]["status"] == "failed"
+    assert "SIGABRT (exit 134)" in status[crash.item_id]["error"]
+    assert status[good.item_id]["status"] == "done"
+    (problem_id,) = json.loads(status[good.item_id]["problem_ids"])
+    assert [r["problem_id"] for r in rows(db, "select problem_id from winners")] == [
+        problem_id]
 
 
 def test_budget_and_sigterm_stop_cleanly(tmp_path: Path) -> None:
@@ -215,7 +255,9 @@ def test_budget_and_sigterm_stop_cleanly(tmp_path: Path) -> None:
     runner = subprocess.Popen(cli("sweep", "--shapes", str(shapes), "--db", str(db),
                                   "--json"), env=env, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
-    _wait_for(lambda: _processes_mentioning(hang.item_id), 60, "the worker to start")
+    # the persistent worker gets its batch on stdin as soon as it starts
+    _wait_for(lambda: _processes_mentioning("--serve"), 60, "the worker to start")
+    time.sleep(3)
     runner.send_signal(signal.SIGTERM)
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == 143, err[-2000:]

@@ -62,3 +62,48 @@ def test_select_items_resume_and_shard() -> None:
     todo, _ = select_items(items, shard_spec=(2, 3), previous={}, resume=True,
                            retry_failed=False)
     assert [i.item_id for i in todo] == [i.item_id for i in items if i.item_id in mine]
+
+
+def test_plan_batches_keeps_gemms_apart_and_dynamic_items_alone() -> None:
+    from inductor_flydsl.sweep.batch import match_key, plan_batches
+
+    def item(m: int, **extra: object) -> SweepItem:
+        return SweepItem.from_values({"op": "linear", "m": m, "n": 32, "k": 64,
+                                      "dtype": "float32", **extra})
+
+    mm_nn = SweepItem.from_values({"op": "mm", "m": 8, "n": 32, "k": 64, "dtype": "float32",
+                                   "layout": "nn"})
+    items = [item(8), item(16), mm_nn, item(24, dynamic_m=True), item(32), item(40),
+             item(48)]
+    batches = plan_batches(items, size=2)
+    assert [[i.m for i in b] for b in batches] == [[8, 16], [8], [24], [32, 40], [48]]
+    assert all(len({match_key(i) for i in b}) == len(b) for b in batches)
+    assert [i for b in batches for i in b] == items  # order kept, nothing lost
+    assert [len(b) for b in plan_batches(items, size=1)] == [1] * len(items)
+
+
+def test_shard_from_slurm_and_torchrun_environment() -> None:
+    from pathlib import Path
+
+    from inductor_flydsl.sweep.items import ItemError
+    from inductor_flydsl.sweep.sharding import shard_db_path, shard_from_environment
+
+    slurm = shard_from_environment({"SLURM_ARRAY_TASK_ID": "0",
+                                    "SLURM_ARRAY_TASK_COUNT": "4"})
+    assert (slurm.k, slurm.n, slurm.source) == (1, 4, "slurm")
+    offset = shard_from_environment({"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "5",
+                                     "SLURM_ARRAY_TASK_COUNT": "3", "RANK": "0",
+                                     "WORLD_SIZE": "9"})
+    assert (offset.k, offset.n) == (3, 3)  # SLURM first, ids need not start at 0
+    torchrun = shard_from_environment({"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    assert (torchrun.k, torchrun.n, torchrun.local_rank) == (6, 8, 1)
+    for bad, message in [({}, "no scheduler variables"),
+                         ({"SLURM_ARRAY_TASK_ID": "1"}, "must both be set"),
+                         ({"RANK": "x", "WORLD_SIZE": "2"}, "not an integer"),
+                         ({"RANK": "2", "WORLD_SIZE": "2"}, "out of range")]:
+        with pytest.raises(ItemError, match=message):
+            shard_from_environment(bad)
+    assert shard_db_path(Path("/d/t-{shard}.db"), (2, 3)) == Path("/d/t-2.db")
+    assert shard_db_path(Path("/d/t.db"), None) == Path("/d/t.db")
+    with pytest.raises(ItemError, match="needs --shard"):
+        shard_db_path(Path("/d/t-{shard}.db"), None)

@@ -1,0 +1,298 @@
+"""Persistent sweep workers: one long-lived worker process per device tunes batch after
+batch of items (``python -m inductor_flydsl.sweep.worker --serve``).
+
+A fresh process per item pays Python, torch and Inductor's first-compile set-up (imports,
+the CPU ISA probe, pattern-matcher initialisation) every time; a persistent worker pays
+it once and resets Dynamo and the plugin between batches (worker.reset_between_items).
+Batches group up to ``batch_items`` items into one compiled graph (sweep/batch.py).
+
+Faults cost one item, as with a process per item:
+- the worker exits (crash, abort, kill) or a batch passes its timeout (``timeout_s`` per
+  item in it): the worker is killed and replaced; the batch's items that reported no
+  result go back to the front of the queue one per batch; an item that fails alone is
+  recorded ``failed`` with the exit status or timeout and the worker's stderr since the
+  batch began;
+- a batch whose compile raises is retried item by item inside the worker.
+
+Results are committed one item at a time as their lines arrive, so a ``kill -9`` of the
+runner loses nothing committed (the worker dies with it: PR_SET_PDEATHSIG), and resume,
+budget and SIGINT/SIGTERM behave as in per-item mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .batch import plan_batches
+from .items import SweepItem
+from .worker import BATCH_PREFIX, RESULT_PREFIX
+
+if TYPE_CHECKING:
+    from .runner import ItemOutcome, Slot, SweepRunner, SweepSummary
+
+ERROR_TAIL = 3000
+STARTUP_S = 300.0  # a worker that is not ready by then (and its batch's timeout) is hung
+
+
+@dataclass
+class _Worker:
+    slot: Slot
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    offset: int = 0  # bytes of stdout.txt already read
+    partial: bytes = b""  # an unfinished last line
+    batch_id: int = 0
+    batch: list[SweepItem] = field(default_factory=list)
+    reported: set[str] = field(default_factory=set)
+    started: float = 0.0  # when the current batch was sent (or the worker became ready)
+    ready: bool = False  # the worker finished its start-up
+    stderr_start: int = 0  # stderr.txt size when the batch was sent
+    busy: str = ""
+
+    @property
+    def idle(self) -> bool:
+        return not self.batch
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.workdir / "stdout.txt", "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        *lines, self.partial = data.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    def stderr_tail(self) -> str:
+        try:
+            with open(self.workdir / "stderr.txt", "rb") as f:
+                f.seek(self.stderr_start)
+                data = f.read()
+        except OSError:
+            return ""
+        return data[-ERROR_TAIL:].decode("utf-8", "replace").strip()
+
+
+class PersistentPool:
+    """The workers of one sweep, one per slot, started on demand and replaced on faults."""
+
+    def __init__(self, runner: SweepRunner, root: Path) -> None:
+        self.runner = runner
+        self.root = root
+        self.workers: dict[str, _Worker] = {}
+        self.next_batch = 0
+
+    def start(self, slot: Slot, busy: str = "") -> _Worker:
+        """A new worker; ``busy`` (the machine was busy before its batch) travels in its
+        environment, as per item, so its selections are recorded low-confidence."""
+        workdir = Path(tempfile.mkdtemp(prefix=f"worker-{slot.name}-", dir=self.root))
+        cmd = self.runner.worker_command(slot, workdir, "--serve")
+        env = self.runner.worker_env(slot, workdir, busy)
+        stdout = open(workdir / "stdout.txt", "wb")
+        stderr = open(workdir / "stderr.txt", "wb")
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
+                                stdin=subprocess.PIPE, start_new_session=True)
+        worker = _Worker(slot, proc, workdir, stdout, stderr)
+        self.workers[slot.name] = worker
+        return worker
+
+    def send(self, slot: Slot, batch: list[SweepItem], busy: str) -> None:
+        worker = self.workers.get(slot.name)
+        if worker is not None and (busy or worker.proc.poll() is not None):
+            self.stop(worker, kill=worker.proc.poll() is not None)  # busy: a new env
+            worker = None
+        if worker is None:
+            worker = self.start(slot, busy)
+        self.next_batch += 1
+        worker.batch_id, worker.batch, worker.reported = self.next_batch, batch, set()
+        worker.started = time.monotonic()
+        worker.busy = busy
+        worker.stderr_start = (worker.workdir / "stderr.txt").stat().st_size
+        request = {"batch": worker.batch_id, "items": [i.to_dict() for i in batch]}
+        assert worker.proc.stdin is not None
+        try:
+            worker.proc.stdin.write((json.dumps(request) + "\n").encode())
+            worker.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the worker died: poll() reports it
+
+    def stop(self, worker: _Worker, kill: bool = False) -> None:
+        """End a worker: close its input (it exits after its batch) or kill its group."""
+        if kill:
+            try:
+                os.killpg(worker.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        else:
+            try:
+                if worker.proc.stdin is not None:
+                    worker.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                worker.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                return self.stop(worker, kill=True)
+        worker.proc.wait()
+        worker.stdout.close()
+        worker.stderr.close()
+        shutil.rmtree(worker.workdir, ignore_errors=True)
+        self.workers.pop(worker.slot.name, None)
+
+    def sessions(self) -> set[int]:
+        return {w.proc.pid for w in self.workers.values()}
+
+
+def _results(worker: _Worker) -> tuple[list[dict[str, Any]], bool]:
+    """The current batch's new result lines, and whether the batch is complete. A
+    worker's start-up (imports, Inductor's one-time set-up) does not count against its
+    first batch's timeout: the clock restarts when the worker says it is ready."""
+    found, complete = [], False
+    for line in worker.new_lines():
+        if line.startswith(BATCH_PREFIX) and '"ready"' in line:
+            worker.ready, worker.started = True, time.monotonic()
+            continue
+        if line.startswith(RESULT_PREFIX):
+            try:
+                value = json.loads(line[len(RESULT_PREFIX):])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict) and value.get("batch") == worker.batch_id:
+                found.append(value)
+        elif line.startswith(BATCH_PREFIX):
+            try:
+                complete |= json.loads(line[len(BATCH_PREFIX):]).get("batch") == \
+                    worker.batch_id
+            except (json.JSONDecodeError, AttributeError):
+                continue
+    return found, complete
+
+
+def run_persistent(runner: SweepRunner, items: list[SweepItem],
+                   summary: SweepSummary) -> None:
+    from .busy import DEFER, RUN
+    from .runner import (
+        INTERRUPTED,
+        POLL_S,
+        ItemOutcome,
+        _nothing,
+        _signals_stop,
+        outcome_of,
+    )
+
+    options = runner.options
+    queue = plan_batches(items, options.batch_items)
+    start = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="inductor_flydsl_sweep_"))
+    pool = PersistentPool(runner, root)
+
+    def finish(outcome: ItemOutcome) -> None:
+        runner.record(outcome)
+        summary.outcomes.append(outcome)
+        runner.on_event("finished", outcome)
+
+    def item_seconds(worker: _Worker) -> float:
+        """A batch's items share one compile: each is charged an equal part of it."""
+        return (time.monotonic() - worker.started) / len(worker.batch)
+
+    try:
+        with _signals_stop(runner) if options.handle_signals else _nothing():
+            while queue or any(not w.idle for w in pool.workers.values()):
+                if runner.stop_signal is not None:
+                    summary.stopped = signal.Signals(runner.stop_signal).name
+                    for worker in list(pool.workers.values()):
+                        for item in worker.batch:
+                            if item.item_id not in worker.reported:
+                                finish(ItemOutcome(
+                                    item=item, status=INTERRUPTED, slot=worker.slot.name,
+                                    seconds=time.monotonic() - worker.started,
+                                    error=f"sweep stopped by {summary.stopped}"))
+                        pool.stop(worker, kill=True)
+                    break
+                budget = options.budget_s
+                if queue and budget is not None and time.monotonic() - start >= budget:
+                    summary.stopped = "budget"
+                for slot in runner.slots:
+                    worker = pool.workers.get(slot.name)
+                    if summary.stopped or not queue or (worker and not worker.idle):
+                        continue
+                    verdict, busy = runner.gate.check(queue[0][0].item_id, pool.sessions())
+                    if verdict != RUN:
+                        if verdict == DEFER and len(queue) > 1:
+                            queue.append(queue.pop(0))
+                        break
+                    batch = queue.pop(0)
+                    pool.send(slot, batch, busy)
+                    for item in batch:
+                        runner.on_event("started", ItemOutcome(item=item, status="running",
+                                                               slot=slot.name))
+                for worker in list(pool.workers.values()):
+                    if worker.idle:
+                        continue
+                    results, complete = _results(worker)
+                    by_id = {i.item_id: i for i in worker.batch}
+                    for result in results:
+                        item = by_id.get(str(result.get("item_id")))
+                        if item is None or item.item_id in worker.reported:
+                            continue
+                        worker.reported.add(item.item_id)
+                        finish(outcome_of(item, result, seconds=item_seconds(worker),
+                                          slot=worker.slot.name, busy=worker.busy,
+                                          rc=None, timed_out=None,
+                                          stderr_tail=worker.stderr_tail(),
+                                          identity=runner.identity))
+                    left = [i for i in worker.batch if i.item_id not in worker.reported]
+                    if complete:
+                        worker.batch = []
+                        if left:  # a batch that ended without an item's result
+                            for item in left:
+                                finish(outcome_of(item, None, seconds=0.0,
+                                                  slot=worker.slot.name, busy=worker.busy,
+                                                  rc=None, timed_out=None,
+                                                  stderr_tail="the worker reported no "
+                                                  "result for this item",
+                                                  identity=runner.identity))
+                        if worker.busy:  # next batch gets a worker without the busy note
+                            pool.stop(worker)
+                        continue
+                    rc = worker.proc.poll()
+                    limit = options.timeout_s * max(1, len(left)) + (
+                        0 if worker.ready else STARTUP_S)
+                    timed_out = rc is None and time.monotonic() - worker.started > limit
+                    if rc is None and not timed_out:
+                        continue
+                    tail = worker.stderr_tail()
+                    pool.stop(worker, kill=True)
+                    if len(left) > 1:  # retry each alone: a fault then costs one item
+                        queue[:0] = [[item] for item in left]
+                        continue
+                    for item in left:
+                        finish(outcome_of(item, None, seconds=time.monotonic()
+                                          - worker.started, slot=worker.slot.name,
+                                          busy=worker.busy, rc=rc,
+                                          timed_out=options.timeout_s if timed_out else None,
+                                          stderr_tail=tail, identity=runner.identity))
+                if summary.stopped == "budget" and all(
+                        w.idle for w in pool.workers.values()):
+                    break
+                time.sleep(POLL_S)
+    finally:
+        for worker in list(pool.workers.values()):
+            pool.stop(worker, kill=not worker.idle)
+        shutil.rmtree(root, ignore_errors=True)
+        summary.not_started = sum(len(batch) for batch in queue)
+        summary.busy_waited_s = runner.gate.waited_s
+        summary.wall_s = time.monotonic() - start
