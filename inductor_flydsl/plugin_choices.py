@@ -7,6 +7,7 @@ from .inductor.hooks import PluginState
 
 def register_choice_providers(state: PluginState) -> None:
     """Attach the choice providers of every plugin backend to ``state``."""
-    from .flydsl_backend.provider import flydsl_choices
+    from .flydsl_backend.provider import flydsl_choices, prewarm_builds
 
     state.providers[:] = [flydsl_choices]
+    prewarm_builds()

@@ -296,8 +296,14 @@ def _from_payload(job: Job, payload: dict[str, Any], seconds: float) -> JobResul
 
 
 def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: str,
-                 on_result: Callable[[JobResult], None], dump_dir: str | None = None) -> None:
-    ctx = multiprocessing.get_context("spawn")
+                 on_result: Callable[[JobResult], None], dump_dir: str | None = None,
+                 claim: Callable[[Job], bool] | None = None,
+                 context: Any = None) -> None:
+    """Compile ``jobs`` in ``n_workers`` processes, reporting each through ``on_result``.
+    ``claim(job)``, when given, is asked just before a job is handed to a worker; False
+    skips it (someone else builds it: prebuild.py's benchmarking thread). ``context``: the
+    multiprocessing context (default ``spawn``; prebuild.py uses a preloaded forkserver)."""
+    ctx = context or multiprocessing.get_context("spawn")
     pending = collections.deque(jobs)
     workers: list[_Worker] = []
     start_failures = 0
@@ -305,8 +311,10 @@ def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: 
         workers = [_Worker(ctx, compile_fn, dump_dir) for _ in range(min(n_workers, len(jobs)))]
         while pending or any(w.job is not None for w in workers):
             for w in workers:
-                if w.ready and w.job is None and pending:
-                    w.assign(pending.popleft())
+                while w.ready and w.job is None and pending:
+                    job = pending.popleft()
+                    if claim is None or claim(job):
+                        w.assign(job)
             now = time.monotonic()
             deadlines = [w.started + timeout_s - now for w in workers if w.job is not None]
             wait_s = max(0.05, min([1.0, *deadlines]))

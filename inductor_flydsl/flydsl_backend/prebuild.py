@@ -1,18 +1,22 @@
-"""Build a shape's FlyDSL candidates in parallel worker processes, before Inductor
-benchmarks them.
+"""Build a shape's FlyDSL candidates in parallel, before Inductor benchmarks them.
 
 Without this, each candidate compiles on its first launch, inside Inductor's benchmark
 loop, one after another: Inductor's precompile pool is a no-op on Python 3.11.0-3.11.8,
 and MLIR compiles single-threaded. Here, as soon as the provider has made the candidates,
-a background thread hands their builds to the compile-catalog's worker pool
-(:func:`catalog._compile_all`: ``spawn``-ed processes, one build at a time each, a
-crashing or overrunning build recorded against its own candidate and its worker
-replaced). Each worker compiles with ``COMPILE_ONLY=1`` into FlyDSL's disk cache (the
-launching process's ``FLYDSL_RUNTIME_CACHE_DIR`` and ``ROCM_PATH``, so the cache key is
-the one the launch computes). A candidate's ``benchmark`` waits for its own build only:
-a build that failed makes the candidate ``failed`` without launching it; a built one
-launches, traces and finds its binary on disk (FlyDSL traces before every cache lookup,
-so that part of the first launch stays in the benchmarking process).
+a background thread hands their builds, largest tiles first, to the compile catalog's
+worker pool (:func:`catalog._compile_all`: one build at a time per process, a crashing
+or overrunning build recorded against its own candidate and its worker replaced).
+Workers are forked from a fork server that has imported torch and FlyDSL once
+(:func:`build_context`; started in the background when the plugin is enabled on a
+device that can run FlyDSL: :func:`prewarm`), so they start in milliseconds.
+
+Each build compiles with ``COMPILE_ONLY=1`` into FlyDSL's disk cache (the launching
+process's ``FLYDSL_RUNTIME_CACHE_DIR`` and ``ROCM_PATH``, so the cache key is the one the
+launch computes). A candidate's ``benchmark`` needs only its own build: if no worker has
+taken it yet, the benchmarking thread builds it itself (it would only wait otherwise);
+else it waits for the worker's result. A failed build makes the candidate ``failed``
+without a launch; a built one launches, traces and finds its binary on disk (FlyDSL
+traces before every cache lookup, so that part of the first launch stays here).
 
 A variant's binary does not depend on M, N or K (they are kernel arguments), so builds
 are kept per process by (template hash, config, arch, dtype, layout, op): the next shape
@@ -22,7 +26,7 @@ Settings: ``INDUCTOR_FLYDSL_BUILD_JOBS`` = the number of worker processes (defau
 CPUs this process may use; ``0`` turns parallel builds off: candidates compile on first
 launch as before). ``INDUCTOR_FLYDSL_BUILD_TIMEOUT_S`` (default 300) per build.
 Test-only hook (tests/flydsl; never set it otherwise): a build whose config id equals
-``INDUCTOR_FLYDSL_BUILD_TEST_CRASH`` aborts its worker.
+``INDUCTOR_FLYDSL_BUILD_TEST_CRASH`` aborts its worker (and is never built in-process).
 """
 
 from __future__ import annotations
@@ -73,18 +77,30 @@ def _timeout_s() -> float:
         return 300.0
 
 
-# ---- worker side ----------------------------------------------------------------------
+# ---- building ------------------------------------------------------------------------
 def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
                  op: str) -> CompileResult:
     """Compile one variant into FlyDSL's disk cache without launching it (runs in a
     worker process: it sets FlyDSL's process-global environment for good)."""
     from ..keys import stable_id
-    from .cross_compile import load_template, template_source_hash
+
+    if os.environ.get(ENV_TEST_CRASH) == stable_id(dict(config)):
+        os.abort()
+    return _build(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
+                  in_process=False)
+
+
+def _build(template_name: str, config: Any, *, arch: str, dtype: str, layout: str, op: str,
+           in_process: bool) -> CompileResult:
+    """The build itself. ``in_process``: in the benchmarking process, where FlyDSL's
+    environment is set only for this build, under the cross-compiler's lock, with a fresh
+    launcher (the launch path's cached launcher keeps its own state)."""
+    import contextlib
+
+    from .cross_compile import _ENV_LOCK, _compile_env, load_template, template_source_hash
     from .toolchain import rocm_path_for_compile
 
     config_json = dict(config)
-    if os.environ.get(ENV_TEST_CRASH) == stable_id(config_json):
-        os.abort()
     result = CompileResult(template=template_name,
                            source_hash=template_source_hash(template_name),
                            config=config_json, arch=arch, dtype=dtype, layout=layout, op=op,
@@ -97,16 +113,21 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
     except ValueError as exc:
         result.error = f"invalid: {exc}"
         return result
-    os.environ.update({"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1",
-                       "FLYDSL_RUNTIME_ENABLE_CACHE": "1", "ROCM_PATH": rocm_path_for_compile()})
-    for name in ("FLYDSL_DUMP_IR", "FLYDSL_DEBUG_DUMP_ASM"):  # dumping bypasses the cache
-        os.environ.pop(name, None)
+    env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1", "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
+           "ROCM_PATH": rocm_path_for_compile(),
+           "FLYDSL_DUMP_IR": "0", "FLYDSL_DEBUG_DUMP_ASM": "0"}  # dumping bypasses the cache
     start = time.perf_counter()
-    try:
-        launcher(*args)
-        result.ok = True
-    except Exception as exc:  # compiler errors surface as many exception types
-        result.error = f"build failed: {type(exc).__name__}: {exc}"[:4000]
+    with contextlib.ExitStack() as stack:
+        if in_process:
+            stack.enter_context(_ENV_LOCK)
+            stack.enter_context(_compile_env(env))
+        else:
+            os.environ.update(env)
+        try:
+            launcher(*args)
+            result.ok = True
+        except Exception as exc:  # compiler errors surface as many exception types
+            result.error = f"build failed: {type(exc).__name__}: {exc}"[:4000]
     result.compile_seconds = round(time.perf_counter() - start, 3)
     return result
 
@@ -116,14 +137,38 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
 class Build:
     """One variant's build: ``done`` is set once ``result`` holds its outcome."""
 
+    job: Any = None  # the catalog Job
     done: threading.Event = field(default_factory=threading.Event)
     result: CompileResult | None = None
     status: str = ""  # the catalog's job status: ok, failed, crashed, timeout
     deadline: float = 0.0  # time.monotonic() by which the pool must have reported it
+    owner: str = ""  # "pool" (handed to a worker) or "here" (built by the waiting thread)
+    finished_at: float | None = None  # time.perf_counter() when it was done
+
+    def claim(self, owner: str) -> bool:
+        with _lock:
+            if self.owner:
+                return False
+            self.owner = owner
+        return True
+
+    def finish(self, result: CompileResult | None, status: str) -> None:
+        self.result, self.status = result, status
+        self.finished_at = time.perf_counter()
+        self.done.set()
 
     def wait(self) -> CompileResult | None:
-        """The build's outcome; None when it is unknown (the pool failed or is late), in
-        which case the launch compiles as it would without parallel builds."""
+        """The build's outcome. A build no worker has taken yet (they are still starting,
+        or busy) is built right here, in this thread, instead of waiting: the benchmark is
+        blocked on it anyway. None when the outcome is unknown (the pool failed or is
+        late): the launch then compiles as it would without parallel builds."""
+        test_crash = os.environ.get(ENV_TEST_CRASH) == self.job.config_id  # a worker's
+        if not test_crash and self.claim("here"):
+            job = self.job
+            result = _build(job.template, job.config_json, arch=job.arch, dtype=job.dtype,
+                            layout=job.layout, op=job.op, in_process=True)
+            self.finish(result, "ok" if result.ok else "failed")
+            return result
         self.done.wait(max(0.0, self.deadline - time.monotonic()))
         return self.result
 
@@ -134,12 +179,21 @@ class BuildRun:
 
     jobs: int
     workers: int
+    builds: list[Build] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
-    finished: float | None = None
+    pool_finished: float | None = None
 
     @property
     def wall_s(self) -> float | None:
-        return None if self.finished is None else self.finished - self.started
+        """From the start to the last build done (by a worker or a waiting thread)."""
+        ends = [b.finished_at for b in self.builds]
+        if not ends or any(end is None for end in ends):
+            return None
+        return max(ends) - self.started
+
+    @property
+    def built_here(self) -> int:
+        return sum(1 for b in self.builds if b.owner == "here")
 
 
 _lock = threading.Lock()
@@ -151,6 +205,48 @@ def _build_cost(config: dict[str, int]) -> int:
     """A rough build-time rank: unrolled MFMA work per K step times pipeline stages."""
     return (config.get("tile_m", 1) * config.get("tile_n", 1) * config.get("tile_k", 1)
             * config.get("stages", 1))
+
+
+# Imported once by the fork server; every build worker is forked from it with these
+# loaded, so a worker starts in milliseconds instead of importing torch and FlyDSL.
+PRELOAD = ["torch", "flydsl.compiler", "inductor_flydsl.flydsl_backend.prebuild",
+           "inductor_flydsl.flydsl_backend.catalog"]
+_context: Any = None
+
+
+def build_context() -> Any:
+    """The multiprocessing context of build workers: a fork server that preloads
+    :data:`PRELOAD` (a clean process started by exec: no GPU context and no threads of
+    the compiling process are inherited)."""
+    global _context
+    with _lock:
+        if _context is None:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            _context = ctx
+        return _context
+
+
+def prewarm() -> None:
+    """Start the fork server in the background (it imports torch and FlyDSL once, about
+    3 s of one core), so the first shape's builds start at once. Called when the plugin
+    is enabled on a device where FlyDSL candidates can be offered; no-op when parallel
+    builds are off."""
+    if build_workers(2) < 1:
+        return
+
+    def start() -> None:
+        try:
+            from multiprocessing import forkserver
+
+            build_context()
+            forkserver.ensure_running()
+        except Exception as exc:  # builds then start the server themselves, or fail
+            log.debug("inductor_flydsl: build fork server not started: %s", exc)
+
+    threading.Thread(target=start, name="inductor-flydsl-prewarm", daemon=True).start()
 
 
 def variant_key(template_hash: str, config_id: str, arch: str, dtype: str, layout: str,
@@ -177,15 +273,17 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
         for config_id, config in wanted.items():
             key = variant_key(template_hash, config_id, arch, dtype, layout, op)
             if key not in _builds:
-                _builds[key] = Build()
-                jobs.append(Job(template=template, config=tuple(config.to_json().items()),
-                                arch=arch, dtype=dtype, layout=layout, op=op))
+                job = Job(template=template, config=tuple(config.to_json().items()),
+                          arch=arch, dtype=dtype, layout=layout, op=op)
+                _builds[key] = Build(job=job)
+                jobs.append(job)
             found[config_id] = _builds[key]
     if not jobs:
         return found
     # Largest first (longest-processing-time order), so no long build starts last.
     jobs.sort(key=lambda job: -_build_cost(job.config_json))
-    run = BuildRun(jobs=len(jobs), workers=build_workers(len(jobs)))
+    run = BuildRun(jobs=len(jobs), workers=build_workers(len(jobs)),
+                   builds=[found[job.config_id] for job in jobs])
     runs.append(run)
     rounds = -(-len(jobs) // run.workers)
     deadline = time.monotonic() + _timeout_s() * rounds + 120  # + worker start-up
@@ -193,25 +291,26 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
         found[job.config_id].deadline = deadline
 
     def on_result(item: Any) -> None:
-        build = found[item.job.config_id]
-        build.result, build.status = item.result, item.status
-        build.done.set()
+        found[item.job.config_id].finish(item.result, item.status)
 
     def work() -> None:
         try:
-            _compile_all(jobs, run.workers, _timeout_s(), BUILD_FN, on_result)
+            _compile_all(jobs, run.workers, _timeout_s(), BUILD_FN, on_result,
+                         claim=lambda job: found[job.config_id].claim("pool"),
+                         context=build_context())
         except Exception as exc:  # the pool itself failed: builds fall back to first launch
             log.warning("inductor_flydsl: parallel FlyDSL builds failed (%s); candidates "
                         "compile on first launch", exc)
         finally:
-            for job in jobs:  # anything the pool did not report is left to the launch
+            for job in jobs:  # what the pool took and did not report is left to the launch
                 build = found[job.config_id]
-                if not build.done.is_set():
+                if not build.done.is_set() and build.owner != "here":
+                    build.claim("pool")  # no waiting thread may start it now
                     with _lock:
                         _builds.pop(variant_key(template_hash, job.config_id, arch, dtype,
                                                 layout, op), None)
-                    build.done.set()
-            run.finished = time.perf_counter()
+                    build.finish(None, "")
+            run.pool_finished = time.perf_counter()
 
     log.debug("inductor_flydsl: building %d FlyDSL candidates in %d processes", len(jobs),
               run.workers)

@@ -73,6 +73,19 @@ def runtime_target(device: Any) -> tuple[str | None, list[str]]:
     return rocm_arch(device), []
 
 
+def prewarm_builds() -> None:
+    """Where FlyDSL candidates can be offered (a verified ROCm 7 runtime and arch), start
+    the build workers' fork server now, so the first shape's builds start at once."""
+    try:
+        arch, reasons = runtime_target(None)
+        if arch and not reasons:
+            from .prebuild import prewarm
+
+            prewarm()
+    except Exception as exc:  # never fail enable(): builds start the server themselves
+        log.debug("inductor_flydsl: no build prewarm: %s", exc)
+
+
 def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                    choices: Sequence[Any]) -> list[Any]:
     if not backend_requested() or name not in SUPPORTED_OPS:
