@@ -23,7 +23,8 @@ measures. The last stdout line is ``SWEEP_RESULT {json}``.
 Test-only hooks (used by tests/sweep; never set them otherwise): when
 ``INDUCTOR_FLYDSL_SWEEP_TEST_CRASH`` equals the item's id or op, the worker calls
 ``os.abort()`` (exit 134, as a GPU fault does); ``INDUCTOR_FLYDSL_SWEEP_TEST_HANG`` makes
-it sleep forever (a hang, for ``--timeout-s``).
+it sleep forever (a hang, for ``--timeout-s``); ``INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL``
+makes every multi-item batch's compile raise (its items are then tuned one by one).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .items import ItemError, SweepItem
 RESULT_PREFIX = "SWEEP_RESULT "
 ENV_TEST_CRASH = "INDUCTOR_FLYDSL_SWEEP_TEST_CRASH"
 ENV_TEST_HANG = "INDUCTOR_FLYDSL_SWEEP_TEST_HANG"
+ENV_TEST_BATCH_FAIL = "INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL"
 DEFAULT_BACKENDS = {"cpu": "ATEN,CPP", "cuda": "ATEN,TRITON", "rocm": "ATEN,TRITON,FLYDSL"}
 CPU_SKIP_REASON = ("Inductor on CPU autotunes only frozen-weight linear layers "
                    "(op=linear, recorded as packed_linear); {op} gets ATen only")
@@ -247,6 +249,8 @@ def _tune_together(items: list[SweepItem], db: str, device: str, backends: str |
 
     from .batch import batch_module, problems_by_item
 
+    if os.environ.get(ENV_TEST_BATCH_FAIL):
+        raise RuntimeError(f"{ENV_TEST_BATCH_FAIL}: a batch of {len(items)} fails (test hook)")
     kind = base["kind"]
     chosen = backends or DEFAULT_BACKENDS[kind]
     inductor_config.max_autotune_gemm_backends = chosen
@@ -340,14 +344,19 @@ def serve(db: str, device: str, backends: str | None) -> int:
         reset_between_items()
         try:
             results = tune_batch(items, db, device, backends)
-        except Exception:
+        except Exception as batch_exc:
             sys.stderr.write(f"batch {batch_id} failed, retrying its {len(items)} items "
                              f"one by one:\n{traceback.format_exc()[-2000:]}\n")
+            why = f"tuned alone: its batch's compile failed ({type(batch_exc).__name__}: " \
+                  f"{str(batch_exc)[:300]})"
             results = []
             for item in items:
                 reset_between_items()
                 try:
-                    results.append(tune(item, db, device, backends))
+                    result = tune(item, db, device, backends)
+                    if result.get("status") == "done":
+                        result["reason"] = why
+                    results.append(result)
                 except Exception as exc:
                     results.append({"item_id": item.item_id, "status": "failed",
                                     "reason": f"{type(exc).__name__}: {exc}"[:2000],

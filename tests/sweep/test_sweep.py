@@ -238,6 +238,24 @@ def test_a_crash_in_a_persistent_batch_costs_one_item(tmp_path: Path) -> None:
         problem_id]
 
 
+def test_a_batch_whose_compile_raises_is_tuned_item_by_item(tmp_path: Path) -> None:
+    """Every multi-item batch's compile raises (test hook): the worker tunes the batch's
+    items one by one, in the same process, and both are recorded."""
+    items = [SweepItem.from_values({"op": "linear", "m": m, "n": 32, "k": 64,
+                                    "dtype": "float32"}) for m in (8, 16)]
+    shapes = tmp_path / "shapes.csv"
+    write_shapes_csv(items, shapes)
+    db = tmp_path / "fallback.db"
+    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL="1")
+    proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--json"], env)
+    summary = sweep_json(proc)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (summary["done"], summary["failed"]) == (2, 0)
+    assert all(i["error"].startswith("tuned alone: its batch's compile failed")
+               for i in summary["items"]), summary["items"]  # not a worker crash + retry
+    assert len(rows(db, "select * from winners")) == 2
+
+
 def test_budget_and_sigterm_stop_cleanly(tmp_path: Path) -> None:
     hang = SweepItem.from_values({"op": "mm", "m": 8, "n": 8, "k": 8, "dtype": "float32"})
     other = SweepItem.from_values({"op": "addmm", "m": 8, "n": 8, "k": 8,
