@@ -38,8 +38,8 @@ if sys.argv[3] == "serial":  # today's cost: every candidate built one after ano
     configs = candidate_configs(synthetic_problem("mm", m, n, k, dtype="bfloat16",
                                                   layout="nt"), "gfx950")
     start = time.perf_counter()
-    ok = sum(prebuild._build("gemm_dense", c.to_json(), arch="gfx950", dtype="bf16",
-                             layout="nt", op="mm", in_process=True).ok for c in configs)
+    ok = sum(prebuild.build_here("gemm_dense", c.to_json(), arch="gfx950", dtype="bf16",
+                                 layout="nt", op="mm").ok for c in configs)
     print("RESULT " + json.dumps({"serial_s": time.perf_counter() - start,
                                   "candidates": len(configs), "built_ok": ok}))
     sys.exit(0)

@@ -23,6 +23,7 @@ from rich.progress import (
 
 from ..db.open import UnusableDB, open_db
 from ..settings import default_db_path, settings_from_env
+from ..sweep.batch import MAX_BATCH
 from ..sweep.busy import POLICIES, default_policy
 from ..sweep.items import ItemError, SweepItem, parse_shard
 from ..sweep.presets import (
@@ -89,10 +90,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="worker (default): one long-lived worker process per device tunes "
                         "batches of items, replaced after a crash or hang; item: a fresh "
                         "process per item (slower; for comparison and fragile stacks)")
-    p.add_argument("--batch-items", type=int, default=8, metavar="N",
-                   help="with --isolate worker, tune up to N items in one compiled graph "
-                        "(default 8; 1: one item per compile). A failed batch is retried "
-                        "item by item")
+    p.add_argument("--batch-items", type=int, default=MAX_BATCH, metavar="N",
+                   help=f"with --isolate worker, tune up to N items in one compiled graph "
+                        f"(default {MAX_BATCH}; 1: one item per compile). A failed batch is "
+                        "retried item by item")
     p.add_argument("--devices", default=None,
                    help="cpu, all, or GPU indexes 0,1,... (one worker per GPU in parallel; "
                         "default: GPU 0, else cpu)")

@@ -181,6 +181,27 @@ def _analyze_loop(isa_text: str, arch: str) -> dict[str, Any]:
                 f"{exc}", "mca": None, "mca_unavailable": "loop analysis failed"}
 
 
+def prepare_compile(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
+                    op: str) -> tuple[CompileResult, Any, tuple | None]:
+    """For one variant: its (not yet ok) :class:`CompileResult`, a fresh launcher and the
+    example arguments to compile it with; the launcher is None and ``result.error`` says
+    why when the config is invalid."""
+    template = load_template(template_name)
+    config_json = config if isinstance(config, dict) else config.to_json()
+    result = CompileResult(template=template_name,
+                           source_hash=template_source_hash(template_name),
+                           config=dict(config_json), arch=arch, dtype=dtype, layout=layout,
+                           op=op, ok=False)
+    try:
+        cfg = template.GemmConfig.from_json(dict(config_json))
+        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch)
+        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op)
+    except ValueError as exc:
+        result.error = f"invalid: {exc}"
+        return result, None, None
+    return result, launcher, args
+
+
 def compile_config(
     template_name: str,
     config: Any,
@@ -202,24 +223,9 @@ def compile_config(
     ``analyze_loop`` the ISA's main loop is analysed (``loop_analysis``; see
     :mod:`.loop_analysis`); an analysis failure is recorded there, never raised.
     """
-    template = load_template(template_name)
-    config_json = config if isinstance(config, dict) else config.to_json()
-    result = CompileResult(
-        template=template_name,
-        source_hash=template_source_hash(template_name),
-        config=dict(config_json),
-        arch=arch,
-        dtype=dtype,
-        layout=layout,
-        op=op,
-        ok=False,
-    )
-    try:
-        cfg = template.GemmConfig.from_json(dict(config_json))
-        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch)
-        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op)
-    except ValueError as exc:
-        result.error = f"invalid: {exc}"
+    result, launcher, args = prepare_compile(template_name, config, arch=arch, dtype=dtype,
+                                             layout=layout, op=op)
+    if launcher is None:
         return result
     rocm_path = rocm_path_for_compile()
 

@@ -45,7 +45,6 @@ log = logging.getLogger("inductor_flydsl")
 ENV_BUILD_JOBS = "INDUCTOR_FLYDSL_BUILD_JOBS"
 ENV_BUILD_TIMEOUT = "INDUCTOR_FLYDSL_BUILD_TIMEOUT_S"
 ENV_TEST_CRASH = "INDUCTOR_FLYDSL_BUILD_TEST_CRASH"
-BUILD_FN = "inductor_flydsl.flydsl_backend.prebuild:build_config"
 
 
 def available_cpus() -> int:
@@ -80,49 +79,32 @@ def _timeout_s() -> float:
 # ---- building ------------------------------------------------------------------------
 def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
                  op: str) -> CompileResult:
-    """Compile one variant into FlyDSL's disk cache without launching it (runs in a
-    worker process: it sets FlyDSL's process-global environment for good)."""
+    """Compile one variant into FlyDSL's disk cache without launching it (the function
+    the build workers run)."""
     from ..keys import stable_id
 
     if os.environ.get(ENV_TEST_CRASH) == stable_id(dict(config)):
         os.abort()
-    return _build(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
-                  in_process=False)
+    return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op)
 
 
-def _build(template_name: str, config: Any, *, arch: str, dtype: str, layout: str, op: str,
-           in_process: bool) -> CompileResult:
-    """The build itself. ``in_process``: in the benchmarking process, where FlyDSL's
-    environment is set only for this build, under the cross-compiler's lock, with a fresh
-    launcher (the launch path's cached launcher keeps its own state)."""
-    import contextlib
-
-    from .cross_compile import _ENV_LOCK, _compile_env, load_template, template_source_hash
+def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
+               op: str) -> CompileResult:
+    """The build itself, in this process: FlyDSL's environment is set for this build only,
+    under the cross-compiler's lock, with a fresh launcher (so a benchmarking process's
+    cached launchers keep their own state)."""
+    from .cross_compile import _ENV_LOCK, _compile_env, prepare_compile
     from .toolchain import rocm_path_for_compile
 
-    config_json = dict(config)
-    result = CompileResult(template=template_name,
-                           source_hash=template_source_hash(template_name),
-                           config=config_json, arch=arch, dtype=dtype, layout=layout, op=op,
-                           ok=False)
-    template = load_template(template_name)
-    try:
-        cfg = template.GemmConfig.from_json(config_json)
-        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch)
-        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op)
-    except ValueError as exc:
-        result.error = f"invalid: {exc}"
+    result, launcher, args = prepare_compile(template_name, config, arch=arch, dtype=dtype,
+                                             layout=layout, op=op)
+    if launcher is None:
         return result
     env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1", "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
            "ROCM_PATH": rocm_path_for_compile(),
            "FLYDSL_DUMP_IR": "0", "FLYDSL_DEBUG_DUMP_ASM": "0"}  # dumping bypasses the cache
     start = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        if in_process:
-            stack.enter_context(_ENV_LOCK)
-            stack.enter_context(_compile_env(env))
-        else:
-            os.environ.update(env)
+    with _ENV_LOCK, _compile_env(env):
         try:
             launcher(*args)
             result.ok = True
@@ -165,8 +147,8 @@ class Build:
         test_crash = os.environ.get(ENV_TEST_CRASH) == self.job.config_id  # a worker's
         if not test_crash and self.claim("here"):
             job = self.job
-            result = _build(job.template, job.config_json, arch=job.arch, dtype=job.dtype,
-                            layout=job.layout, op=job.op, in_process=True)
+            result = build_here(job.template, job.config_json, arch=job.arch,
+                                dtype=job.dtype, layout=job.layout, op=job.op)
             self.finish(result, "ok" if result.ok else "failed")
             return result
         self.done.wait(max(0.0, self.deadline - time.monotonic()))
@@ -260,7 +242,7 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     process; returns config_id -> Build for every config. With the setting at 0, or a
     single config, nothing is started and the map is empty (first launch compiles)."""
     from ..keys import stable_id
-    from .catalog import Job, _compile_all
+    from .catalog import BUILD_FN, Job, _compile_all
     from .cross_compile import template_source_hash
 
     template_hash = template_source_hash(template)

@@ -30,16 +30,25 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from .batch import plan_batches
+from .busy import DEFER, RUN
 from .items import SweepItem
+from .runner import (
+    INTERRUPTED,
+    POLL_S,
+    ItemOutcome,
+    Slot,
+    SweepRunner,
+    SweepSummary,
+    _nothing,
+    _signals_stop,
+    _tail,
+    outcome_of,
+)
 from .worker import BATCH_PREFIX, RESULT_PREFIX
 
-if TYPE_CHECKING:
-    from .runner import ItemOutcome, Slot, SweepRunner, SweepSummary
-
-ERROR_TAIL = 3000
 STARTUP_S = 300.0  # a worker that is not ready by then (and its batch's timeout) is hung
 
 
@@ -77,13 +86,8 @@ class _Worker:
         return [line.decode("utf-8", "replace") for line in lines]
 
     def stderr_tail(self) -> str:
-        try:
-            with open(self.workdir / "stderr.txt", "rb") as f:
-                f.seek(self.stderr_start)
-                data = f.read()
-        except OSError:
-            return ""
-        return data[-ERROR_TAIL:].decode("utf-8", "replace").strip()
+        """What the worker wrote to stderr since the current batch began."""
+        return _tail(self.workdir / "stderr.txt", start=self.stderr_start)
 
 
 class PersistentPool:
@@ -183,16 +187,6 @@ def _results(worker: _Worker) -> tuple[list[dict[str, Any]], bool]:
 
 def run_persistent(runner: SweepRunner, items: list[SweepItem],
                    summary: SweepSummary) -> None:
-    from .busy import DEFER, RUN
-    from .runner import (
-        INTERRUPTED,
-        POLL_S,
-        ItemOutcome,
-        _nothing,
-        _signals_stop,
-        outcome_of,
-    )
-
     options = runner.options
     queue = plan_batches(items, options.batch_items)
     start = time.monotonic()

@@ -36,6 +36,7 @@ from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
 from ..noise import ENV_BUSY_NOTE
 from ..settings import ENV_REUSE
+from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, default_policy
 from .items import ItemError, SweepItem, shard
 from .worker import RESULT_PREFIX
@@ -208,7 +209,7 @@ class SweepOptions:
     # "worker": one long-lived worker per device tunes batches of items (sweep/persistent.py);
     # "item": a fresh worker process per item
     isolate: str = "worker"
-    batch_items: int = 8  # items per compiled graph in persistent mode (1: no batching)
+    batch_items: int = MAX_BATCH  # items per compiled graph in persistent mode (1: none)
 
 
 @dataclass
@@ -297,9 +298,12 @@ def _describe_exit(rc: int) -> str:
     return f"worker exited with status {rc}"
 
 
-def _tail(path: Path, limit: int = ERROR_TAIL) -> str:
+def _tail(path: Path, limit: int = ERROR_TAIL, start: int = 0) -> str:
+    """The last ``limit`` bytes of ``path`` written after byte ``start``, as text."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
     except OSError:
         return ""
     return data[-limit:].decode("utf-8", "replace").strip()

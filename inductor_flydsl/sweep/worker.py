@@ -151,30 +151,28 @@ def _rel_err(out: Any, ref: Any) -> float:
     return float(diff / scale)
 
 
-def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[str, Any]:
+def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
+                      backends: str | None, dynamic: bool = False) -> dict[str, Any]:
+    """Compile and run ``fn`` with max-autotune and the plugin recording into ``db``, and
+    run it eagerly too: ``out``, ``ref``, ``compile_s``, the plugin ``stats`` whose
+    ``decisions`` are this compile's only (a persistent worker's earlier ones are cut),
+    and the ``backends`` used."""
     import torch
     import torch._inductor.config as inductor_config
 
-    kind = device_kind(device)
-    result: dict[str, Any] = {"item_id": item.item_id, "item": item.to_dict(),
-                              **describe(device)}
-    if kind == "cpu" and item.op != "linear":
-        return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
-    chosen = backends or DEFAULT_BACKENDS[kind]
-    inductor_config.max_autotune_gemm_backends = chosen
-    result["backends"] = chosen
-    if kind == "cpu":
-        inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
     import inductor_flydsl
 
+    chosen = backends or DEFAULT_BACKENDS[kind]
+    inductor_config.max_autotune_gemm_backends = chosen
+    if kind == "cpu":
+        inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
     inductor_flydsl.enable(db, "readwrite")
-    before = len(inductor_flydsl.stats()["decisions"])  # a persistent worker's earlier items
-    fn, inputs = build(item, device)
+    before = len(inductor_flydsl.stats()["decisions"])
     mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
     start = time.perf_counter()
     with torch.no_grad():
         # dynamic=None lets mark_dynamic make M symbolic; nothing else becomes dynamic
-        compiled = torch.compile(fn, mode=mode, dynamic=None if item.dynamic_m else False,
+        compiled = torch.compile(fn, mode=mode, dynamic=None if dynamic else False,
                                  fullgraph=True)
         out = compiled(*inputs)
         if kind != "cpu":
@@ -183,12 +181,33 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
         ref = fn(*inputs)
     stats = inductor_flydsl.stats()
     inductor_flydsl.disable()
+    stats["decisions"] = stats["decisions"][before:]
+    return {"out": out, "ref": ref, "compile_s": compile_s, "stats": stats,
+            "backends": chosen}
+
+
+def _sources(decisions: list[dict[str, Any]]) -> str:
+    """"autotune", "db" or both: where the decisions' winners came from."""
+    return ",".join(sorted({"autotune" if d["source"] == "autotune" else "db"
+                            for d in decisions}))
+
+
+def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[str, Any]:
+    kind = device_kind(device)
+    result: dict[str, Any] = {"item_id": item.item_id, "item": item.to_dict(),
+                              **describe(device)}
+    if kind == "cpu" and item.op != "linear":
+        return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
+    fn, inputs = build(item, device)
+    run = _compile_recorded(fn, inputs, db=db, kind=kind, backends=backends,
+                            dynamic=item.dynamic_m)
     from torch._dynamo.utils import counters
 
-    decisions = stats["decisions"][before:]
-    stats["decisions"] = decisions
+    stats, chosen = run["stats"], run["backends"]
+    decisions = stats["decisions"]
     problem_ids = sorted({d["problem_id"] for d in decisions})
-    result.update({"compile_s": round(compile_s, 3), "rel_err": _rel_err(out, ref),
+    result.update({"backends": chosen, "compile_s": round(run["compile_s"], 3),
+                   "rel_err": _rel_err(run["out"], run["ref"]),
                    "stats": stats, "problem_ids": problem_ids,
                    "autotune_runs": counters["inductor"]["select_algorithm_autotune"]})
     if not decisions:
@@ -197,8 +216,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                           f"candidate or no tunable lowering); plugin stats: "
                           f"hits={stats['hits']} misses={stats['misses']} "
                           f"errors={stats['errors']}"}
-    sources = {"autotune" if d["source"] == "autotune" else "db" for d in decisions}
-    return {**result, "status": "done", "source": ",".join(sorted(sources)), "reason": ""}
+    return {**result, "status": "done", "source": _sources(decisions), "reason": ""}
 
 
 def reset_between_items() -> None:
@@ -243,51 +261,30 @@ def tune_batch(items: list[SweepItem], db: str, device: str,
 
 def _tune_together(items: list[SweepItem], db: str, device: str, backends: str | None,
                    base: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    import torch
-    import torch._inductor.config as inductor_config
     from torch._dynamo.utils import counters
 
     from .batch import batch_module, problems_by_item
 
     if os.environ.get(ENV_TEST_BATCH_FAIL):
         raise RuntimeError(f"{ENV_TEST_BATCH_FAIL}: a batch of {len(items)} fails (test hook)")
-    kind = base["kind"]
-    chosen = backends or DEFAULT_BACKENDS[kind]
-    inductor_config.max_autotune_gemm_backends = chosen
-    if kind == "cpu":
-        inductor_config.freezing = True
-    import inductor_flydsl
-
-    inductor_flydsl.enable(db, "readwrite")
-    before = len(inductor_flydsl.stats()["decisions"])
-    parts = [build(item, device) for item in items]
-    module, flat = batch_module(parts)
-    mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
-    start = time.perf_counter()
-    with torch.no_grad():
-        outs = torch.compile(module, mode=mode, dynamic=False, fullgraph=True)(*flat)
-        if kind != "cpu":
-            torch.cuda.synchronize()
-        compile_s = time.perf_counter() - start
-        refs = [fn(*inputs) for fn, inputs in parts]
-    stats = inductor_flydsl.stats()
-    inductor_flydsl.disable()
-    decisions = stats["decisions"][before:]
+    module, flat = batch_module([build(item, device) for item in items])
+    run = _compile_recorded(module, flat, db=db, kind=base["kind"], backends=backends)
+    chosen, decisions = run["backends"], run["stats"]["decisions"]
     owned = problems_by_item(items, [d["problem_id"] for d in decisions], db)
     out: dict[str, dict[str, Any]] = {}
-    for item, got, ref in zip(items, outs, refs, strict=True):
+    for item, got, ref in zip(items, run["out"], run["ref"], strict=True):
         mine = [d for d in decisions if d["problem_id"] in owned[item.item_id]]
         result = {"item_id": item.item_id, "item": item.to_dict(), **base, "backends": chosen,
-                  "compile_s": round(compile_s / len(items), 3), "batch_size": len(items),
-                  "rel_err": _rel_err(got, ref), "problem_ids": sorted(owned[item.item_id]),
+                  "compile_s": round(run["compile_s"] / len(items), 3),
+                  "batch_size": len(items), "rel_err": _rel_err(got, ref),
+                  "problem_ids": sorted(owned[item.item_id]),
                   "autotune_runs": counters["inductor"]["select_algorithm_autotune"]}
         if not mine:
             out[item.item_id] = {**result, "status": "failed",
                                  "reason": f"no GEMM autotune happened for this item in its "
                                            f"batch of {len(items)} (backends {chosen})"}
             continue
-        sources = {"autotune" if d["source"] == "autotune" else "db" for d in mine}
-        out[item.item_id] = {**result, "status": "done", "source": ",".join(sorted(sources)),
+        out[item.item_id] = {**result, "status": "done", "source": _sources(mine),
                              "reason": ""}
     return out
 
