@@ -116,7 +116,8 @@ def enabled(db_path: str | os.PathLike[str] | None = None,
 
 def stats() -> dict[str, Any]:
     """Counters for this process: hits, dynamic_hits (a dynamic-shape problem served by
-    its own record), bucket_hits, misses, stale, recorded, benchmarked, errors,
+    its own record), bucket_hits, prior_hits (no exact winner: the short list of the
+    nearest older record was benchmarked), misses, stale, recorded, benchmarked, errors,
     refused (problems outside the definition of a valid problem, with ``refusals``: op and
     reason each), and the list of decisions (problem, chosen candidate, where the choice
     came from)."""

@@ -12,7 +12,9 @@ class Decision:
     problem_id: str
     candidate_id: str
     backend: str
-    source: str  # "db:<path>", "db-bucket:M=<m>:<path>" or "autotune"
+    # "db:<path>", "db-bucket:M=<m>:<path>", "prior:<path>" (a short list benchmarked)
+    # or "autotune"
+    source: str
 
 
 @dataclass
@@ -22,6 +24,8 @@ class Stats:
     # bucketed hints) was handed to Inductor: nothing benchmarked
     dynamic_hits: int = 0
     bucket_hits: int = 0  # the winner of M's dynamic-M bucket was used (also a miss)
+    # no exact winner (a miss); the nearest older record's short list was benchmarked
+    prior_hits: int = 0
     misses: int = 0  # no DB winner for the problem
     stale: int = 0  # DB winner not among the current candidates: normal autotuning
     recorded: int = 0  # autotune selections written to the DB
@@ -51,7 +55,8 @@ class Stats:
         with self._lock:
             return {
                 "hits": self.hits, "dynamic_hits": self.dynamic_hits,
-                "bucket_hits": self.bucket_hits, "misses": self.misses,
+                "bucket_hits": self.bucket_hits, "prior_hits": self.prior_hits,
+                "misses": self.misses,
                 "stale": self.stale,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "refused": self.refused,

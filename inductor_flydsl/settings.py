@@ -11,6 +11,10 @@ Environment variables (read by :func:`settings_from_env`):
   sets it: it must measure every problem it is given).
 - ``INDUCTOR_FLYDSL_REUSE=0`` never hands Inductor a recorded winner: every GEMM is
   benchmarked again and recorded (``sweep --remeasure``/``--remeasure-noisy`` set it).
+- ``INDUCTOR_FLYDSL_PRIORS=0`` stops using older records (other software, or the same arch
+  on another device) as priors for a short re-tune when no exact winner holds
+  (``priors.py``); ``INDUCTOR_FLYDSL_PRIOR_TOP_K=N`` (default 2) is how many of the prior's
+  best candidates the short list keeps.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ ENV_MODE = "INDUCTOR_FLYDSL_MODE"
 ENV_SHIPPED = "INDUCTOR_FLYDSL_SHIPPED"
 ENV_BUCKETS = "INDUCTOR_FLYDSL_BUCKETS"
 ENV_REUSE = "INDUCTOR_FLYDSL_REUSE"
+ENV_PRIORS = "INDUCTOR_FLYDSL_PRIORS"
+ENV_PRIOR_TOP_K = "INDUCTOR_FLYDSL_PRIOR_TOP_K"
+DEFAULT_PRIOR_TOP_K = 2
 
 
 class Mode(enum.StrEnum):
@@ -62,6 +69,8 @@ class Settings:
     use_shipped: bool
     use_buckets: bool = True
     reuse: bool = True  # False: measure and record again, never reuse a recorded winner
+    use_priors: bool = True  # a short re-tune from the nearest older record
+    prior_top_k: int = DEFAULT_PRIOR_TOP_K
 
 
 def settings_from_env(db_path: str | os.PathLike[str] | None = None,
@@ -74,7 +83,22 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     return Settings(db_path=path.expanduser(), mode=chosen,
                     use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
                     use_buckets=not _falsy(os.environ.get(ENV_BUCKETS)),
-                    reuse=not _falsy(os.environ.get(ENV_REUSE)))
+                    reuse=not _falsy(os.environ.get(ENV_REUSE)),
+                    use_priors=not _falsy(os.environ.get(ENV_PRIORS)),
+                    prior_top_k=_top_k(os.environ.get(ENV_PRIOR_TOP_K)))
+
+
+def _top_k(value: str | None) -> int:
+    if value is None or not value.strip():
+        return DEFAULT_PRIOR_TOP_K
+    try:
+        k = int(value)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise ValueError(f"{ENV_PRIOR_TOP_K}={value!r}: use a whole number of at least 1 "
+                         f"(default {DEFAULT_PRIOR_TOP_K})")
+    return k
 
 
 def _falsy(value: str | None) -> bool:

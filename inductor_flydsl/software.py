@@ -56,17 +56,59 @@ def template_version() -> str:
 
 @dataclass(frozen=True)
 class SoftwareInfo:
+    """The full stack of a process. The id keys the rows a process writes; whether a
+    recorded row still holds for another stack is decided per backend (``validity.py``).
+    ``blas`` is the GPU BLAS library ATen prefers (empty on a process without a GPU: a
+    CPU build's BLAS is fixed by the torch build), and enters the id only when set, so
+    CPU rows keep the ids they had before the field existed."""
+
     torch: str
     triton: str
     flydsl: str
     templates: str
+    blas: str = ""
 
     @property
     def id(self) -> str:
-        return stable_id(asdict(self))
+        fields = asdict(self)
+        if not self.blas:
+            del fields["blas"]
+        return stable_id(fields)
 
     def as_row(self) -> dict[str, object]:
         return {"id": self.id, **asdict(self)}
+
+
+_source_hashes: dict[tuple[str, int, int], str] = {}
+
+
+def template_source_hash(name: str) -> str | None:
+    """First 16 hex digits of the sha256 of ``templates/<name>.py`` (what a FlyDSL
+    candidate records as its ``template_hash``), or None when there is no such template.
+    Cached by the file's mtime and size, so an edited template is hashed again."""
+    root = templates_dir()
+    path = root / f"{name}.py" if root is not None and name.isidentifier() else None
+    try:
+        st = path.stat() if path is not None else None
+    except OSError:
+        st = None
+    if path is None or st is None:
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _source_hashes:
+        _source_hashes[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return _source_hashes[key]
+
+
+def gpu_blas() -> str:
+    """The BLAS library ATen's GPU GEMMs use (``hipblaslt``, ``cublas``, ...), or "" in a
+    process without a GPU."""
+    try:
+        if not torch.cuda.is_available():
+            return ""
+        return str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1].lower()
+    except Exception:  # a torch build without the query: the build decides
+        return ""
 
 
 @functools.cache
@@ -76,4 +118,5 @@ def current_software() -> SoftwareInfo:
         triton=_dist_version("triton", "pytorch-triton-rocm", "pytorch-triton"),
         flydsl=_dist_version("flydsl"),
         templates=template_version(),
+        blas=gpu_blas(),
     )

@@ -14,9 +14,12 @@ from ..db import queries
 from ..db.merge import MergeError, merge_dbs
 from ..db.open import UnusableDB, open_db
 from ..db.pack import pack_db
+from ..db.store import TuningDB
 from ..db.verify import verify_path_report
+from ..priors import describe_record_line, describe_records
 from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
+from ..software import current_software
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("db",)
@@ -137,7 +140,8 @@ def _show(db, args: argparse.Namespace) -> int:
             bucket = queries.bucket_status(db, Problem.from_spec(json.loads(p["spec"])))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             bucket = {"error": f"problem spec not known to this version: {exc}"}
-        details.append({"problem": p, **queries.problem_detail(db, p["id"]), "bucket": bucket})
+        details.append({"problem": p, **queries.problem_detail(db, p["id"]), "bucket": bucket,
+                        "records": _records(db, p["id"], args)})
     if args.json:
         print_json(details)
         return 0
@@ -150,6 +154,8 @@ def _show(db, args: argparse.Namespace) -> int:
                      for r in d["results"]])
         for w in d["winners"]:  # confidence and spread of each recorded winner
             console.print(f"  winner on {queries.describe_winner(w)}", markup=False)
+        for r in d["records"]:  # exact for this software, or a prior (and what changed)
+            console.print(f"  record {describe_record_line(r)}", markup=False)
         for m in d["misses"]:
             console.print(f"  missed {m['count']}x on {m['arch']} (last {m['last_seen']})")
         b = d["bucket"]
@@ -173,6 +179,12 @@ def _show(db, args: argparse.Namespace) -> int:
             console.print(f"  dynamic-M bucket: M={b['bucket_m']} (problem "
                           f"{b['bucket_problem_id']}); bucket winners on: {archs}")
     return 0
+
+
+def _records(db, problem_id: str, args: argparse.Namespace) -> list[dict]:
+    """Each recorded winner: exact for this process's software, or only a prior."""
+    store = TuningDB(db, args.db or _default_db(), writable=False)
+    return describe_records(store.recorded_selections(problem_id), current_software())
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from ..buckets import dynamic_m_problem
 from ..db.open import UnusableDB, open_db
 from ..db.queries import bucket_status, describe_winner, parse_shape
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
+from ..priors import describe_record_line
 from ..problem import synthetic_problem
 from ..settings import settings_from_env
 from .output import console, fail, print_json, print_table
@@ -180,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         except UnusableDB as exc:
             db_info = {"db": str(db_path), "error": str(exc)}
         else:
-            db_info = {"db": str(db_path), **bucket_status(db, problem)}
+            db_info = {"db": str(db_path), **bucket_status(db, problem),
+                       **_record_status(db, db_path, problem, args.arch)}
             db.close()
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
@@ -200,12 +202,16 @@ def run(args: argparse.Namespace) -> int:
     if db_info is not None:
         if "error" in db_info:
             console.print(f"tuning DB {db_path}: {db_info['error']}")
-        elif db_info["exact_winner_archs"]:
+        elif db_info["exact_winner_archs"] and not db_info.get("prior"):
             what = "winner of this dynamic problem" if problem.dynamic else "exact winner"
             console.print(f"tuning DB {db_path}: {what} recorded on "
                           f"{', '.join(db_info['exact_winner_archs'])}")
             for w in db_info.get("exact_winners", []):  # confidence and spread
                 console.print(f"  {describe_winner(w)}", markup=False)
+        elif db_info.get("prior"):
+            console.print(f"tuning DB {db_path}: no exact winner for this software; a "
+                          f"compile on {args.arch} benchmarks the short list of the prior "
+                          f"{db_info['prior']}", markup=False)
         elif db_info["bucket_winner_archs"]:
             console.print(f"tuning DB {db_path}: no exact winner; served by the "
                           f"{'static' if problem.dynamic else 'dynamic-M'} "
@@ -214,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print(f"tuning DB {db_path}: no winner for this problem or its bucket "
                           f"(M={db_info['bucket_m']}); it will be autotuned and recorded")
+    for record in (db_info or {}).get("records", []):
+        console.print(f"  record {describe_record_line(record)}", markup=False)
     if result.eligible:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} {result.search_space} configs, best first")
@@ -226,6 +234,27 @@ def run(args: argparse.Namespace) -> int:
         for reason in result.reasons:
             console.print(f"  - {reason}")
     return status
+
+
+def _record_status(db: Any, path: Path, problem: Any, arch: str) -> dict[str, Any]:
+    """Each recorded winner of ``problem`` (exact for this software, or only a prior) and
+    the prior a compile on ``arch`` would start from: this machine's GPU when it is of
+    that arch, else any device of the arch (``priors.py``)."""
+    from ..db.store import TuningDB
+    from ..device import DeviceInfo, describe_device, rocm_arch
+    from ..priors import describe_records, nearest_prior
+    from ..software import current_software
+
+    store = TuningDB(db, path, writable=False)
+    software = current_software()
+    records = describe_records(store.recorded_selections(problem.id), software)
+    device = (describe_device("cuda") if rocm_arch("cuda") == arch else
+              DeviceInfo(kind="rocm", arch=arch, name="(any)", compute_units=0))
+    prior = nearest_prior([store.recorded_selections(problem.id, device.kind, device.arch)],
+                          device, software)
+    exact = any(r["exact"] for r in records if r["arch"] == arch)
+    return {"records": records,
+            "prior": prior.describe() if prior is not None and not exact else None}
 
 
 _ISA_KEYS = ("isa_path", "compile_error", "main_loop", "loop_label", "loop_mix", "loop_reason",

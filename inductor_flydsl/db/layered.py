@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..device import DeviceInfo
 from ..noise import Confidence
@@ -21,7 +22,10 @@ from ..settings import Mode, Settings
 from ..software import SoftwareInfo
 from .open import UnusableDB
 from .shipped import shipped_db_paths
-from .store import CandidateResult, TuningDB, Winner, is_disk_full
+from .store import CandidateResult, RecordedSelection, TuningDB, Winner, is_disk_full
+
+if TYPE_CHECKING:
+    from ..priors import Prior
 
 log = logging.getLogger("inductor_flydsl")
 # A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
@@ -101,18 +105,36 @@ class LayeredTuningDB:
             self._user, self._shipped = None, None
 
     # ---- reads ----------------------------------------------------------------------
+    def _readable(self) -> list[TuningDB]:
+        user = self.user_db()
+        return [user, *self.shipped_dbs()] if user else self.shipped_dbs()
+
     def lookup(self, device: DeviceInfo, software: SoftwareInfo,
                problem: Problem) -> Winner | None:
-        user = self.user_db()
-        for db in [user, *self.shipped_dbs()] if user else self.shipped_dbs():
+        """The exact winner (every recorded result still holds for ``software``), from
+        the user's DB first, then the shipped ones."""
+        for db in self._readable():
             try:
-                winner = db.lookup_winner(device.id, software.id, problem.id)
+                winner = db.lookup_winner(device, problem.id, software)
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
                 continue
             if winner is not None:
                 return winner
         return None
+
+    def find_prior(self, device: DeviceInfo, software: SoftwareInfo,
+                   problem: Problem) -> Prior | None:
+        """The nearest older record of ``problem`` in any layer (``priors.py``)."""
+        from ..priors import nearest_prior
+
+        per_db: list[list[RecordedSelection]] = []
+        for db in self._readable():
+            try:
+                per_db.append(db.recorded_selections(problem.id, device.kind, device.arch))
+            except sqlite3.Error as exc:
+                warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
+        return nearest_prior(per_db, device, software)
 
     # ---- writes ---------------------------------------------------------------------
     def _writable_db(self) -> TuningDB | None:
@@ -136,12 +158,13 @@ class LayeredTuningDB:
 
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                          results: list[CandidateResult],
-                         confidence: Confidence | None = None) -> bool:
+                         confidence: Confidence | None = None,
+                         prior: str | None = None) -> bool:
         db = self._writable_db()
         if db is None:
             return False
         try:
-            db.record_selection(device, software, problem, results, confidence)
+            db.record_selection(device, software, problem, results, confidence, prior)
             return True
         except sqlite3.Error as exc:
             self._write_failed(db, exc)

@@ -26,7 +26,13 @@ from pathlib import Path
 
 import sqlite_utils
 
-from .schema import RESULT_SPREAD_COLUMNS, SCHEMA_VERSION, WINNER_CONFIDENCE_COLUMNS
+from .schema import (
+    RESULT_SPREAD_COLUMNS,
+    SCHEMA_VERSION,
+    SOFTWARE_V3_COLUMNS,
+    WINNER_CONFIDENCE_COLUMNS,
+    WINNER_PRIOR_COLUMNS,
+)
 
 
 @dataclass(frozen=True)
@@ -48,10 +54,19 @@ def _v2_spread_and_confidence(db: sqlite_utils.Database) -> None:
     _add_columns(db, "winners", WINNER_CONFIDENCE_COLUMNS)
 
 
+def _v3_validity_per_backend(db: sqlite_utils.Database) -> None:
+    # Rows keep their software ids; validity is decided per backend at read time from the
+    # software row and each result's config (validity.py), so nothing is rewritten.
+    _add_columns(db, "software", SOFTWARE_V3_COLUMNS)
+    _add_columns(db, "winners", WINNER_PRIOR_COLUMNS)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(2, "results: repeats, median/IQR/CV, samples, confidence; winners: "
                  "confidence, reason, spread, runner-up, machine load",
               _v2_spread_and_confidence),
+    Migration(3, "software: the GPU BLAS library ATen used; winners: the prior record a "
+                 "short re-tune started from", _v3_validity_per_backend),
 ]
 OLDEST_MIGRATABLE = MIGRATIONS[0].to_version - 1
 

@@ -1,4 +1,4 @@
-"""Tables of the tuning DB (schema version 2), created through sqlite-utils.
+"""Tables of the tuning DB (schema version 3), created through sqlite-utils.
 
 Every value is a plain column or JSON text; nothing is ever pickled. Ids are
 ``keys.stable_id`` hashes of the JSON description of a device, software stack, problem or
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
-SCHEMA_VERSION = 2  # older files are migrated in place by db/migrations.py
+SCHEMA_VERSION = 3  # older files are migrated in place by db/migrations.py
 APPLICATION = "inductor_flydsl"
 
 # Added in version 2 (issue 15). ``confidence`` is "high", "low" or NULL (unknown: a row
@@ -22,13 +22,21 @@ WINNER_CONFIDENCE_COLUMNS: dict[str, type] = {
     "confidence": str, "confidence_reason": str, "repeats": int, "iqr_ms": float,
     "runner_up_ms": float, "busy": int, "machine": str}
 
+# Added in version 3 (issue 11): validity per backend. ``software.blas`` is the GPU BLAS
+# library ATen preferred (NULL: unrecorded, "" none: a process without a GPU);
+# ``winners.prior`` is the JSON of the prior record whose ranking picked the short list
+# this winner was chosen from (NULL: a full autotune).
+SOFTWARE_V3_COLUMNS: dict[str, type] = {"blas": str}
+WINNER_PRIOR_COLUMNS: dict[str, type] = {"prior": str}
+
 # table -> (columns, primary key)
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "meta": ({"key": str, "value": str}, "key"),
     "runs": ({"id": int, "started_at": str, "host": str, "tool": str, "tool_version": str,
               "command": str, "pid": int, "merged_from": str}, "id"),
     "devices": ({"id": str, "kind": str, "arch": str, "name": str, "compute_units": int}, "id"),
-    "software": ({"id": str, "torch": str, "triton": str, "flydsl": str, "templates": str}, "id"),
+    "software": ({"id": str, "torch": str, "triton": str, "flydsl": str, "templates": str,
+                  **SOFTWARE_V3_COLUMNS}, "id"),
     "problems": ({"id": str, "op": str, "summary": str, "m": int, "n": int, "k": int,
                   "batch": int, "dtype": str, "layout": str, "spec": str}, "id"),
     "results": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
@@ -40,7 +48,8 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "winners": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
                  "backend": str, "name": str, "time_ms": float, "run_id": int,
                  "recorded_at": str,
-                 **WINNER_CONFIDENCE_COLUMNS},  # v2
+                 **WINNER_CONFIDENCE_COLUMNS,  # v2
+                 **WINNER_PRIOR_COLUMNS},  # v3
                 ("device_id", "software_id", "problem_id")),
     "misses": ({"device_id": str, "software_id": str, "problem_id": str, "count": int,
                 "first_seen": str, "last_seen": str},

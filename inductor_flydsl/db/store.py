@@ -12,7 +12,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,31 @@ class Winner:
     confidence: str | None = None  # "high", "low", None: unknown (recorded before v2)
     repeats: int | None = None
     iqr_ms: float | None = None
+    software: dict[str, Any] = field(default_factory=dict)  # the stack it was measured with
+    recorded_at: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedSelection:
+    """One recorded autotune of a problem on one device with one software stack."""
+
+    source: str  # path of the DB file
+    problem_id: str
+    device_id: str
+    device: dict[str, Any]  # kind, arch, name, compute_units
+    software_id: str
+    software: dict[str, Any]  # torch, triton, flydsl, templates, blas (None: unrecorded)
+    winner: Winner
+    recorded_at: str
+    prior: str | None  # JSON: the prior its short list came from, if one did
+    results: tuple[CandidateResult, ...]  # every candidate measured, ok ones fastest first
+
+    def changes(self, software: SoftwareInfo) -> list[str]:
+        """What changed since, per backend; empty when every result still holds."""
+        from ..validity import selection_changes
+
+        return selection_changes(((r.backend, r.config) for r in self.results),
+                                 self.software, software, str(self.device["kind"]))
 
 
 def pick_winner(results: list[CandidateResult]) -> CandidateResult | None:
@@ -152,29 +177,85 @@ class TuningDB:
         self.db.table("problems").upsert(problem.as_row(), pk="id")
 
     # ---- reads ----------------------------------------------------------------------
-    def lookup_winner(self, device_id: str, software_id: str, problem_id: str) -> Winner | None:
+    def recorded_selections(self, problem_id: str, kind: str | None = None,
+                            arch: str | None = None) -> list[RecordedSelection]:
+        """Every recorded selection of ``problem_id`` on devices of this kind and arch (None:
+        any), any software: the winner, the stack it was measured with and every
+        candidate's row."""
+        columns = self.db.table("winners").columns_dict
+        extra = (", w.confidence" if "confidence" in columns else ", null as confidence")
+        extra += ", w.prior" if "prior" in columns else ", null as prior"
+        blas = ("s.blas" if "blas" in self.db.table("software").columns_dict
+                else "null as blas")
+        with self._lock:
+            winners = list(self.db.query(
+                "select w.device_id, w.software_id, w.candidate_id, w.backend, w.name,"
+                " w.time_ms, w.recorded_at" + extra + ", d.kind, d.arch, d.name as"
+                " device_name, d.compute_units, s.torch, s.triton, s.flydsl, s.templates, "
+                + blas + " from winners w join devices d on d.id = w.device_id"
+                " join software s on s.id = w.software_id"
+                " where w.problem_id = ? and d.kind = coalesce(?, d.kind)"
+                " and d.arch = coalesce(?, d.arch)", [problem_id, kind, arch]))
+            selections = []
+            for w in winners:
+                rows = list(self.db.query(
+                    "select candidate_id, backend, name, config, time_ms, status from"
+                    " results where device_id = ? and software_id = ? and problem_id = ?"
+                    " order by status != 'ok', time_ms is null, time_ms, candidate_id",
+                    [w["device_id"], w["software_id"], problem_id]))
+                selections.append(RecordedSelection(
+                    source=str(self.path), problem_id=problem_id, device_id=w["device_id"],
+                    device={"kind": w["kind"], "arch": w["arch"], "name": w["device_name"],
+                            "compute_units": w["compute_units"]},
+                    software_id=w["software_id"],
+                    software={k: w[k] for k in ("torch", "triton", "flydsl", "templates",
+                                                "blas")},
+                    winner=Winner(candidate_id=str(w["candidate_id"]),
+                                  backend=str(w["backend"]), name=str(w["name"] or ""),
+                                  time_ms=w["time_ms"], source=str(self.path),
+                                  confidence=w["confidence"]),
+                    recorded_at=str(w["recorded_at"] or ""), prior=w["prior"],
+                    results=tuple(CandidateResult(
+                        str(r["candidate_id"]), str(r["backend"]), str(r["name"] or ""),
+                        decode_config(r["config"]), r["time_ms"], str(r["status"]))
+                        for r in rows)))
+        return selections
+
+    def lookup_winner(self, device: DeviceInfo, problem_id: str,
+                      software: SoftwareInfo) -> Winner | None:
+        """The exact winner of ``problem_id`` on ``device``: recorded with any software
+        under which every candidate's result still holds for ``software``
+        (``validity.py``). The one recorded with ``software`` itself comes first, then
+        the best-ranked, then the newest."""
+        exact = [s for s in self.recorded_selections(problem_id, device.kind, device.arch)
+                 if s.device_id == device.id and not s.changes(software)]
+        if not exact:
+            return None
+        exact.sort(key=lambda s: s.recorded_at, reverse=True)  # newest first, then:
+        best = min(exact, key=lambda s: (s.software_id != software.id,
+                                         -rank_of(s.winner.confidence)))
+        return self._winner_details(best)
+
+    def _winner_details(self, selection: RecordedSelection) -> Winner:
         extra = (", w.confidence, w.repeats, w.iqr_ms" if self.has_confidence else
                  ", null as confidence, null as repeats, null as iqr_ms")
         with self._lock:
-            rows = list(self.db.query(
-                "select w.candidate_id, w.backend, w.name, w.time_ms, r.config" + extra +
-                " from winners w"
-                " left join results r on r.device_id = w.device_id and"
-                " r.software_id = w.software_id and r.problem_id = w.problem_id and"
-                " r.candidate_id = w.candidate_id where w.device_id = ? and w.software_id = ?"
-                " and w.problem_id = ?", [device_id, software_id, problem_id]))
-        if not rows:
-            return None
-        row = rows[0]
-        return Winner(candidate_id=str(row["candidate_id"]), backend=str(row["backend"]),
-                      name=str(row["name"] or ""), time_ms=row["time_ms"], source=str(self.path),
-                      config=decode_config(row["config"]), confidence=row["confidence"],
-                      repeats=row["repeats"], iqr_ms=row["iqr_ms"])
+            row = next(iter(self.db.query(
+                "select r.config" + extra + " from winners w left join results r on"
+                " r.device_id = w.device_id and r.software_id = w.software_id and"
+                " r.problem_id = w.problem_id and r.candidate_id = w.candidate_id"
+                " where w.device_id = ? and w.software_id = ? and w.problem_id = ?",
+                [selection.device_id, selection.software_id, selection.problem_id])))
+        return replace(selection.winner, config=decode_config(row["config"]),
+                       confidence=row["confidence"], repeats=row["repeats"],
+                       iqr_ms=row["iqr_ms"], software=dict(selection.software),
+                       recorded_at=selection.recorded_at)
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                          results: list[CandidateResult],
-                         confidence: Confidence | None = None) -> None:
+                         confidence: Confidence | None = None,
+                         prior: str | None = None) -> None:
         """Store every candidate's result, then the winner, in one commit.
 
         Confidence ranks results: ``high`` over unknown (rows from before schema v2, or a
@@ -184,6 +265,9 @@ class TuningDB:
         software, these results and earlier ones alike: a noisy autotune never replaces
         a confident winner, a confident one replaces a noisy one, and a partial autotune
         (a backend turned off) never replaces a faster winner of the same rank.
+
+        ``prior``: the JSON of the prior whose short list was benchmarked (``priors.py``),
+        kept with a winner this selection measured.
         """
         now = utc_now()
         level = confidence.level if confidence is not None else None
@@ -205,10 +289,11 @@ class TuningDB:
                 f"{RANK_SQL} desc, time_ms, candidate_id limit 1",
                 [device.id, software.id, problem.id]))
             if best:
-                self._store_winner(keys, best[0], confidence, now)
+                self._store_winner(keys, best[0], confidence, now, prior)
 
     def _store_winner(self, keys: dict[str, str], best: dict[str, Any],
-                      confidence: Confidence | None, now: str) -> None:
+                      confidence: Confidence | None, now: str,
+                      prior: str | None = None) -> None:
         current = list(self.db.query(
             "select candidate_id from winners where device_id = ? and software_id = ? and"
             " problem_id = ?", [keys["device_id"], keys["software_id"], keys["problem_id"]]))
@@ -216,6 +301,8 @@ class TuningDB:
         if not fresh and current and current[0]["candidate_id"] == best["candidate_id"]:
             return  # an earlier, better-ranked winner stays as it was recorded
         row = {**keys, **best, "recorded_at": now}
+        if fresh:
+            row["prior"] = prior
         if fresh and confidence is not None:
             machine = confidence.machine
             row.update(confidence_reason=confidence.reason,

@@ -95,7 +95,8 @@ def verify_report(db: sqlite_utils.Database) -> VerifyReport:
             issues.append(f"devices: bad row {row.get('id')}: {exc}")
     for row in _rows(db, "select * from software"):
         info = SoftwareInfo(torch=str(row["torch"]), triton=str(row["triton"]),
-                            flydsl=str(row["flydsl"]), templates=str(row["templates"]))
+                            flydsl=str(row["flydsl"]), templates=str(row["templates"]),
+                            blas=str(row.get("blas") or ""))  # NULL: before schema v3
         if info.id != row["id"]:
             issues.append(f"software: id {row['id']} does not match its content")
     for row in _rows(db, "select id, summary, spec from problems"):

@@ -11,7 +11,6 @@ parallelism; threads only serialize on the lock.
 """
 
 import contextlib
-import hashlib
 import importlib
 import importlib.util
 import io
@@ -123,8 +122,14 @@ def load_template(name: str) -> ModuleType:
 
 
 def template_source_hash(template_name: str) -> str:
-    """First 16 hex digits of the sha256 of the template's source file."""
-    return hashlib.sha256(_template_file(template_name).read_bytes()).hexdigest()[:16]
+    """First 16 hex digits of the sha256 of the template's source file (ValueError for an
+    unknown template)."""
+    from ..software import template_source_hash as source_hash
+
+    digest = source_hash(template_name)
+    if digest is None:
+        raise ValueError(f"unknown template {template_name!r}")
+    return digest
 
 
 @contextlib.contextmanager

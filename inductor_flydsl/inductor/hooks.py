@@ -9,9 +9,12 @@ Inductor's public registration functions:
 
 - a preprocessing function (runs after Inductor's own filters): adds plugin choices
   (FlyDSL, when its backend token is on and the problem is eligible), then looks the
-  problem up in the tuning DB and, when the recorded winner is among the candidates,
-  returns only that winner, so Inductor benchmarks nothing;
-- a feedback saver: after Inductor benchmarked, records every candidate and the winner.
+  problem up in the tuning DB and, when the exact recorded winner (every result of its
+  selection still holds for this software, ``validity.py``) is among the candidates,
+  returns only that winner, so Inductor benchmarks nothing; without one, the nearest
+  older record (``priors.py``) narrows the candidates to a short list Inductor benchmarks;
+- a feedback saver: after Inductor benchmarked, records every candidate and the winner
+  (and the prior, when the candidates were a prior's short list).
 
 Every hook swallows its own errors (counted in ``stats()['errors']``, logged once): the
 plugin never makes a compile fail that plain Inductor would have completed.
@@ -33,6 +36,7 @@ from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, pick_winner
 from ..device import describe_device
+from ..priors import Prior, short_list
 from ..problem import InvalidProblem, Problem
 from ..software import current_software
 from .candidates import backend_of, candidate_id, config_of
@@ -51,6 +55,7 @@ class SelectionContext:
     input_nodes: Sequence[Any]
     layout: Any
     input_gen_fns: Any = None  # Inductor's own benchmark-input generators, if any
+    prior: Prior | None = None  # set when a prior's short list was handed to Inductor
 
 
 _current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(
@@ -182,6 +187,15 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
     state.stats.bump("misses")
     log.debug("inductor_flydsl: miss %s", problem.summary())
     db.record_miss(device, software, problem)  # a dynamic miss: what `sweep --from-misses` tunes
+    if db.settings.use_priors:
+        prior = db.find_prior(device, software, problem)
+        short = short_list(prior, choices, db.settings.prior_top_k) if prior else None
+        if prior is not None and short is not None:
+            state.stats.bump("prior_hits")
+            ctx.prior = prior
+            log.debug("inductor_flydsl: %s: short list of %d from the prior %s",
+                      problem.summary(), len(short), prior.describe())
+            return short
     bucket = bucket_problem(problem)
     if bucket is None or not db.settings.use_buckets:
         return choices
@@ -245,20 +259,25 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         device = _device_of(layout)
         results = [_result_of(choice, t) for choice, t in timings.items()]
         state.stats.bump("benchmarked")
+        ctx = _current.get()
+        if ctx is not None and ctx.name != name:
+            ctx = None  # not this selection's context
+        prior = ctx.prior if ctx is not None else None
         confidence = None
         if state.tuning_db.can_write():  # finalists re-measured: spread and machine load
-            ctx = _current.get()
-            gen_fns = ctx.input_gen_fns if ctx is not None and ctx.name == name else None
+            gen_fns = ctx.input_gen_fns if ctx is not None else None
             results, confidence = with_confidence(results, list(timings), timings,
                                                   input_nodes, layout, gen_fns)
         if state.tuning_db.record_selection(device, current_software(), problem, results,
-                                            confidence):
+                                            confidence,
+                                            prior.to_json() if prior is not None else None):
             state.stats.bump("recorded")
         best = pick_winner(results)
         if best is not None:
+            source = f"prior:{prior.source}" if prior is not None else "autotune"
             state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
                                               candidate_id=best.candidate_id,
-                                              backend=best.backend, source="autotune"))
+                                              backend=best.backend, source=source))
     except Exception as exc:
         _report_error("recording autotune results", exc)
 

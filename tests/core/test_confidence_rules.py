@@ -42,7 +42,7 @@ def _record(path: Path, results: list[CandidateResult], machine: MachineLoad) ->
 def _winner(path: Path):
     db = TuningDB.open(path, writable=False)
     try:
-        return db.lookup_winner(DEVICE.id, current_software().id, PROBLEM.id)
+        return db.lookup_winner(DEVICE, PROBLEM.id, current_software())
     finally:
         db.close()
 

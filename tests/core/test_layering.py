@@ -10,16 +10,18 @@ from inductor_flydsl.db.store import CandidateResult, TuningDB
 from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.problem import synthetic_problem
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import current_software
+from inductor_flydsl.software import current_software, template_source_hash
 
 DEVICE = DeviceInfo(kind="rocm", arch="gfx950", name="MI355X", compute_units=256)
+# what a FlyDSL candidate records: its template and that template's source hash
+FLYDSL = {"template": "gemm_dense", "template_hash": template_source_hash("gemm_dense")}
 
 
 def _db_with(path: Path, m: int, candidate: str) -> None:
     db = TuningDB.open(path, writable=True)
     problem = synthetic_problem("mm", m, 4096, 4096, dtype="bfloat16", layout="nt")
     db.record_selection(DEVICE, current_software(), problem,
-                        [CandidateResult(candidate, "flydsl", candidate, {}, 1.0)])
+                        [CandidateResult(candidate, "flydsl", candidate, FLYDSL, 1.0)])
     db.close()
 
 
@@ -79,13 +81,13 @@ def test_partial_autotune_keeps_the_faster_winner(tmp_path: Path) -> None:
     problem = synthetic_problem("mm", 64, 4096, 4096, dtype="bfloat16", layout="nt")
     software = current_software()
     db.record_selection(DEVICE, software, problem,
-                        [CandidateResult("fast", "flydsl", "fast", {}, 1.0),
+                        [CandidateResult("fast", "flydsl", "fast", FLYDSL, 1.0),
                          CandidateResult("aten", "aten", "aten", {}, 2.0)])
     db.record_selection(DEVICE, software, problem,
                         [CandidateResult("aten", "aten", "aten", {}, 1.9)])
-    winner = db.lookup_winner(DEVICE.id, software.id, problem.id)
+    winner = db.lookup_winner(DEVICE, problem.id, software)
     assert winner is not None and winner.candidate_id == "fast"
     db.record_selection(DEVICE, software, problem,
                         [CandidateResult("aten", "aten", "aten", {}, 0.5)])
-    assert db.lookup_winner(DEVICE.id, software.id, problem.id).candidate_id == "aten"
+    assert db.lookup_winner(DEVICE, problem.id, software).candidate_id == "aten"
     db.close()

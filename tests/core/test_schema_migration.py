@@ -1,7 +1,8 @@
-"""Schema version 2: in-place migration of a real version-1 DB, and version-1 reads.
+"""Schema migrations in place (1 -> 2 -> 3) of a real version-1 DB, and old-file reads.
 
 The version-1 file is ``tuning_db/cpu_smoke_winners.db``: written by the code of schema
-version 1 (the cpu-smoke sweep) and shipped as it is, so it is a real old file.
+version 1 (the cpu-smoke sweep, torch 2.13.0+cpu, an older template source) and shipped as
+it is, so it is a real old file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.schema import SCHEMA_VERSION
 from inductor_flydsl.db.store import TuningDB
 from inductor_flydsl.db.verify import verify_db
+from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.settings import Mode, Settings
+from inductor_flydsl.software import SoftwareInfo
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_V1 = REPO / "tuning_db" / "cpu_smoke_winners.db"
@@ -41,6 +44,20 @@ def _winners(path: Path) -> list[tuple]:
         conn.close()
 
 
+def _keys(path: Path, software_id: str) -> tuple[DeviceInfo, SoftwareInfo]:
+    """The device and software rows of the first winner, as the plugin describes them."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        kind, arch, name, cus = conn.execute(
+            "select kind, arch, name, compute_units from devices").fetchone()
+        torch, triton, flydsl, templates = conn.execute(
+            "select torch, triton, flydsl, templates from software where id = ?",
+            [software_id]).fetchone()
+    finally:
+        conn.close()
+    return DeviceInfo(kind, arch, name, cus), SoftwareInfo(torch, triton, flydsl, templates)
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -61,9 +78,13 @@ def test_writer_migrates_a_v1_file_in_place_and_keeps_a_backup(tmp_path: Path) -
     db = TuningDB.open(db_path, writable=True)
     try:
         assert db.has_confidence
+        assert {"blas"} <= set(db.db.table("software").columns_dict)  # v3
+        assert {"prior"} <= set(db.db.table("winners").columns_dict)
         assert verify_db(db.db) == []
         device_id, software_id, problem_id, candidate_id, time_ms = before[0]
-        winner = db.lookup_winner(device_id, software_id, problem_id)
+        device, software = _keys(db_path, software_id)
+        assert device.id == device_id and software.id == software_id  # ids unchanged
+        winner = db.lookup_winner(device, problem_id, software)
         assert (winner.candidate_id, winner.time_ms) == (candidate_id, time_ms)
         assert winner.confidence is None  # recorded before spreads existed: unknown
     finally:
@@ -92,8 +113,9 @@ def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path
                                            use_shipped=True), shipped_paths=[v1])
         (db,) = layered.shipped_dbs()
         assert not db.has_confidence
-        device_id, software_id, problem_id, candidate_id, _ = _winners(v1)[0]
-        winner = db.lookup_winner(device_id, software_id, problem_id)
+        _, software_id, problem_id, candidate_id, _ = _winners(v1)[0]
+        device, software = _keys(v1, software_id)
+        winner = db.lookup_winner(device, problem_id, software)
         assert winner is not None and winner.candidate_id == candidate_id
         assert winner.confidence is None and winner.repeats is None
         layered.close()
@@ -102,3 +124,23 @@ def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path
     assert _sha(v1) == original
     assert _version(v1) == 1
     assert not backup_path(v1, 1).exists()
+
+
+def test_writer_migrates_a_v2_file_to_v3_keeping_a_v2_backup(tmp_path: Path) -> None:
+    """A version-2 file (the v1 file after the v2 step alone, as the code of schema
+    version 2 left it) gains the v3 columns; its rows and ids are untouched."""
+    db_path = tmp_path / "v2.db"
+    shutil.copy(SHIPPED_V1, db_path)
+    conn = sqlite3.connect(db_path)
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
+    MIGRATIONS[0].step(db)
+    db.execute("update meta set value = '2' where key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before, v2 = _winners(db_path), _sha(db_path)
+    TuningDB.open(db_path, writable=True).close()
+    assert _version(db_path) == SCHEMA_VERSION == 3
+    assert _winners(db_path) == before
+    assert _sha(backup_path(db_path, 2)) == v2
