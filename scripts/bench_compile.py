@@ -43,10 +43,11 @@ def isolated_env(root: Path) -> dict[str, str]:
             "INDUCTOR_FLYDSL_SHIPPED": "0"}
 
 
-def run_child(args: list[str], cache_dir: Path) -> dict:
+def run_child(args: list[str], cache_dir: Path, python: str = sys.executable) -> dict:
+    """scripts/compile_model.py ARGS under ``python``, every cache under ``cache_dir``."""
     env = isolated_env(cache_dir)
     env.pop("INDUCTOR_FLYDSL", None)
-    proc = subprocess.run([sys.executable, str(HERE / "compile_model.py"), *args], env=env,
+    proc = subprocess.run([python, str(HERE / "compile_model.py"), *args], env=env,
                           capture_output=True, text=True, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):

@@ -108,7 +108,17 @@ def main() -> None:
     parser.add_argument("--also", default="",
                         help="comma list of further input sizes to run after the first call "
                         "(batches, or BATCHxSEQ); each output is compared with eager")
+    parser.add_argument("--offer-flydsl", default=None, metavar="ARCH",
+                        help="benchmarks on a machine without that GPU: replace the FlyDSL "
+                        "provider's runtime check so its candidates for ARCH (gfx950) are "
+                        "offered; they are built and refused at launch (recorded failed), "
+                        "as in the CPU integration tests")
     args = parser.parse_args()
+
+    if args.offer_flydsl:
+        from inductor_flydsl.flydsl_backend import provider
+
+        provider.runtime_target = lambda device, arch=args.offer_flydsl: (arch, [])
 
     import torch._inductor.config as inductor_config
 

@@ -3,8 +3,12 @@
 # with sudo available): lld-19 for FlyDSL cross-compiles, llvm-22 for llvm-mca-22 (main-loop
 # estimates; optional), the CPU build of torch 2.13.0 (pinned first: a floating torch
 # requirement would pull a multi-GB CUDA build), then the package itself, editable, with
-# its test dependencies. GPU users: install your ROCm or
-# CUDA torch first and skip the torch line (INDUCTOR_FLYDSL_KEEP_TORCH=1).
+# its test dependencies; and a second virtual environment, .venv-torch-next, with the newest
+# torch release installable here (2.14.1) and this package, where scripts/run_tests.sh runs
+# the Inductor-integration tests a second time (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1 skips it;
+# it is several GB: on x86-64 PyPI's torch 2.14.1 is a CUDA build, which runs on CPU).
+# GPU users: install your ROCm or CUDA torch first and skip the torch line
+# (INDUCTOR_FLYDSL_KEEP_TORCH=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,3 +37,19 @@ if [ "${INDUCTOR_FLYDSL_KEEP_TORCH:-0}" != "1" ]; then
 fi
 "$PY" -m pip install -q -e ".[test]"
 "$PY" -c "import torch, flydsl, sqlite_utils, inductor_flydsl; print('installed: torch', torch.__version__, '| inductor_flydsl', inductor_flydsl.__version__)"
+
+# The second torch release, for the tests that read Inductor's IR and swap its selector
+# class against both ends of the supported range (pyproject.toml: torch>=2.13,<2.15).
+NEXT_TORCH="${INDUCTOR_FLYDSL_NEXT_TORCH:-2.14.1}"
+NEXT_VENV=".venv-torch-next"
+if [ "${INDUCTOR_FLYDSL_SKIP_NEXT_TORCH:-0}" != "1" ]; then
+  if [ ! -x "$NEXT_VENV/bin/python" ] || \
+     [ "$("$NEXT_VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" != "$NEXT_TORCH" ]; then
+    rm -rf "$NEXT_VENV"
+    "$PY" -m venv "$NEXT_VENV"
+    "$NEXT_VENV/bin/python" -m pip install -q --upgrade pip
+    "$NEXT_VENV/bin/python" -m pip install -q "torch==$NEXT_TORCH"
+  fi
+  "$NEXT_VENV/bin/python" -m pip install -q -e ".[test]"
+  "$NEXT_VENV/bin/python" -c "import torch, flydsl, inductor_flydsl; print('second environment ($NEXT_VENV): torch', torch.__version__)"
+fi

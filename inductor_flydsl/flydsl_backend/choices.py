@@ -81,6 +81,9 @@ class FlydslChoiceCaller(ExternKernelCaller):
         self.dynamic_m = dynamic_m
         # its parallel build (prebuild.py), when one was started: benchmark waits for it
         self.inductor_flydsl_build: Any = None
+        # set by the provider: starts the builds of those of its candidates that the
+        # tuning DB leaves for Inductor to run (hooks._prepare)
+        self.inductor_flydsl_prepare: Any = None
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)

@@ -112,7 +112,16 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                                alpha=float(epilogue.get("alpha", 1.0)),
                                beta=float(epilogue.get("beta", 1.0)),
                                dynamic_m=problem.dynamic) for c in configs]
-    _start_builds(made, configs, str(arch), name, problem)
+    # Built in parallel only once the tuning DB has narrowed the choices (an exact winner,
+    # a prior's short list): the hooks call this with the candidates Inductor will run.
+    by_id = {caller.config_id: config for caller, config in zip(made, configs, strict=True)}
+
+    def prepare(selected: Sequence[Any]) -> None:
+        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch), name,
+                      problem)
+
+    for caller in made:
+        caller.inductor_flydsl_prepare = prepare
     log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
     return made
 

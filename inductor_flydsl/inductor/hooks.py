@@ -134,7 +134,9 @@ def _problem(ctx: SelectionContext, choices: Sequence[Any]) -> Problem:
 
 
 def preprocess_choices(choices: list[Any]) -> list[Any]:
-    """Add plugin choices, then hand Inductor only the DB winner when there is one."""
+    """Add plugin choices, then hand Inductor only the DB winner when there is one (or a
+    prior's short list); then let plugin choices prepare (FlyDSL starts its builds) for
+    what Inductor will really run."""
     state, ctx = _state, _current.get()
     if state is None or ctx is None or not choices or not is_gemm_op(ctx.name):
         return choices
@@ -143,15 +145,32 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
             choices = choices + provider(ctx.name, ctx.input_nodes, ctx.layout, choices)
         except Exception as exc:
             _report_error("adding plugin choices", exc)
-    if len(choices) < 2:
-        return choices  # nothing to choose between: no lookup, no miss
-    if not state.tuning_db.settings.reuse:
-        return choices  # re-measuring (INDUCTOR_FLYDSL_REUSE=0): benchmark, then record
-    try:
-        return _reuse_winner(state, ctx, choices)
-    except Exception as exc:
-        _report_error("tuning DB lookup", exc)
-        return choices
+    final = choices
+    # nothing to choose between (no lookup, no miss), or re-measuring
+    # (INDUCTOR_FLYDSL_REUSE=0: benchmark, then record)
+    if len(choices) >= 2 and state.tuning_db.settings.reuse:
+        try:
+            final = _reuse_winner(state, ctx, choices)
+        except Exception as exc:
+            _report_error("tuning DB lookup", exc)
+    _prepare(final)
+    return final
+
+
+PREPARE_ATTR = "inductor_flydsl_prepare"  # plugin choices: callable(surviving choices)
+
+
+def _prepare(choices: Sequence[Any]) -> None:
+    groups: dict[int, tuple[Callable[[list[Any]], None], list[Any]]] = {}
+    for choice in choices:
+        prepare = getattr(choice, PREPARE_ATTR, None)
+        if callable(prepare):
+            groups.setdefault(id(prepare), (prepare, []))[1].append(choice)
+    for prepare, selected in groups.values():
+        try:
+            prepare(selected)
+        except Exception as exc:
+            _report_error("preparing plugin choices", exc)
 
 
 def _refuse(state: PluginState, ctx: SelectionContext, reason: str) -> None:

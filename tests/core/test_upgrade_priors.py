@@ -1,9 +1,10 @@
 """A DB recorded with one torch release, then compiled with another: priors, not misses.
 
-Two real torch releases: the other one is a second Python environment named by
-``INDUCTOR_FLYDSL_OTHER_PYTHON`` (``scripts/install.sh`` makes one with the newest torch
-installable here; ``scripts/run_tests.sh`` sets the variable for both environments, each
-naming the other). Every compile is real ``torch.compile(mode="max-autotune")`` in its own
+Two real torch releases: the other one is a Python environment named by
+``INDUCTOR_FLYDSL_OTHER_PYTHON``. ``scripts/install.sh`` makes ``.venv-torch-next`` with
+the newest torch installable here (2.14.1), and ``scripts/run_tests.sh`` runs this test
+there with the variable naming the main environment (torch 2.13.0): recorded with the
+older release, compiled with the newer, as an upgrade goes. Every compile is real ``torch.compile(mode="max-autotune")`` in its own
 process, with its own Inductor cache, on a real SQLite file.
 """
 
@@ -41,10 +42,7 @@ print("RESULT " + json.dumps({"torch": torch.__version__, "stats": inductor_flyd
 
 def other_python() -> str:
     path = os.environ.get(ENV_OTHER, "")
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail(f"{ENV_OTHER} is not set: CI must test against a second torch "
-                        "release (scripts/run_tests.sh sets it)")
+    if not path:  # scripts/run_tests.sh sets it (and fails in CI without the second env)
         pytest.skip(f"{ENV_OTHER} not set: no second torch release to upgrade from")
     return path
 

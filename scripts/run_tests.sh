@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run):
+# 1. the whole suite with this torch, two test files at a time (pytest-xdist, a file's
+#    tests on one worker so module fixtures are built once), then the tests marked
+#    `serial` (they measure timing noise) alone;
+# 2. the Inductor-integration tests (tests/core, the FlyDSL CPU integration tests) again
+#    in .venv-torch-next, the newest torch release installable here (scripts/install.sh
+#    makes it), with INDUCTOR_FLYDSL_OTHER_PYTHON naming this environment's python, so the
+#    upgrade tests record with the older release and compile with the newer one.
+# Extra arguments go to the first pytest run only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PYTHON:-python3}"
+NEXT=".venv-torch-next/bin/python"
+JOBS="${INDUCTOR_FLYDSL_TEST_JOBS:-2}"
+INTEGRATION=(tests/core tests/flydsl/test_inductor_integration_cpu.py)
+
+"$PY" -m pytest -q -n "$JOBS" --dist loadfile -m "not serial" "$@"
+"$PY" -m pytest -q -m serial
+
+if [ -x "$NEXT" ]; then
+  THIS="$("$PY" -c 'import sys; print(sys.executable)')"
+  echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
+  INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" "$NEXT" -m pytest -q -p no:cacheprovider \
+    -n "$JOBS" --dist loadfile -m "not serial" "${INTEGRATION[@]}"
+elif [ -n "${CI:-}" ]; then
+  echo "error: $NEXT is missing: CI tests two torch releases (run scripts/install.sh)" >&2
+  exit 1
+else
+  echo "note: $NEXT is missing (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1?): the second torch" \
+       "release and the upgrade tests are not run" >&2
+fi
