@@ -71,7 +71,7 @@ def test_flydsl_rows_survive_a_torch_upgrade_but_the_selection_does_not(tmp_path
 
 
 def test_gpu_blas_library_is_part_of_atens_validity(tmp_path: Path) -> None:
-    record(tmp_path / "u.db", MI355X, NOW, results()[2:] + [results()[1]])
+    record(tmp_path / "u.db", MI355X, NOW, [*results()[2:], results()[1]])
     db = layered(tmp_path / "u.db")
     assert db.lookup(MI355X, NOW, PROBLEM) is not None
     other_blas = replace(NOW, blas="rocblas")

@@ -4,8 +4,9 @@ Two real torch releases: the other one is a Python environment named by
 ``INDUCTOR_FLYDSL_OTHER_PYTHON``. ``scripts/install.sh`` makes ``.venv-torch-next`` with
 the newest torch installable here (2.14.1), and ``scripts/run_tests.sh`` runs this test
 there with the variable naming the main environment (torch 2.13.0): recorded with the
-older release, compiled with the newer, as an upgrade goes. Every compile is real ``torch.compile(mode="max-autotune")`` in its own
-process, with its own Inductor cache, on a real SQLite file.
+older release, compiled with the newer, as an upgrade goes. Every compile is real
+``torch.compile(mode="max-autotune")`` in its own process, with its own Inductor cache, on
+a real SQLite file.
 """
 
 from __future__ import annotations
