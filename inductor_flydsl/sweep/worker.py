@@ -16,9 +16,10 @@ On CPU, Inductor autotunes only GEMMs with a constant weight: ``op=linear`` runs
 
 Each worker uses a fresh Inductor cache dir (``--cache-dir``, else a temporary one that is
 removed at exit), so neither the FX-graph cache nor Inductor's autotune cache answers for
-it, shipped tuning DBs are not layered (``INDUCTOR_FLYDSL_SHIPPED=0``) and dynamic-M
-buckets are off (``INDUCTOR_FLYDSL_BUCKETS=0``): a sweep
-measures. The last stdout line is ``SWEEP_RESULT {json}``.
+it, shipped tuning DBs are not layered (``INDUCTOR_FLYDSL_SHIPPED=0``), dynamic-M
+buckets are off (``INDUCTOR_FLYDSL_BUCKETS=0``) and so are priors
+(``INDUCTOR_FLYDSL_PRIORS=0``: an older record never narrows the candidates): a sweep
+measures every candidate. The last stdout line is ``SWEEP_RESULT {json}``.
 
 Test-only hooks (used by tests/sweep; never set them otherwise): when
 ``INDUCTOR_FLYDSL_SWEEP_TEST_CRASH`` equals the item's id or op, the worker calls
@@ -388,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         _die_with_parent(args.parent_pid)
     os.environ["INDUCTOR_FLYDSL_SHIPPED"] = "0"
     os.environ["INDUCTOR_FLYDSL_BUCKETS"] = "0"  # measure this M, never reuse its bucket's
+    os.environ["INDUCTOR_FLYDSL_PRIORS"] = "0"  # measure every candidate, not a short list
     os.environ.pop("INDUCTOR_FLYDSL", None)  # enabled explicitly below, on --db only
     if args.backends:
         os.environ["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = args.backends
