@@ -245,13 +245,13 @@ def _record_status(db: Any, path: Path, problem: Any, arch: str) -> dict[str, An
     from ..priors import describe_records, nearest_prior
     from ..software import current_software
 
-    store = TuningDB(db, path, writable=False)
+    selections = TuningDB(db, path, writable=False).recorded_selections(problem.id)
     software = current_software()
-    records = describe_records(store.recorded_selections(problem.id), software)
+    records = describe_records(selections, software)
     device = (describe_device("cuda") if rocm_arch("cuda") == arch else
               DeviceInfo(kind="rocm", arch=arch, name="(any)", compute_units=0))
-    prior = nearest_prior([store.recorded_selections(problem.id, device.kind, device.arch)],
-                          device, software)
+    prior = nearest_prior([[s for s in selections if s.device["kind"] == device.kind
+                            and s.device["arch"] == device.arch]], device, software)
     exact = any(r["exact"] for r in records if r["arch"] == arch)
     return {"records": records,
             "prior": prior.describe() if prior is not None and not exact else None}

@@ -12,7 +12,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,6 @@ class Winner:
     confidence: str | None = None  # "high", "low", None: unknown (recorded before v2)
     repeats: int | None = None
     iqr_ms: float | None = None
-    software: dict[str, Any] = field(default_factory=dict)  # the stack it was measured with
-    recorded_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,8 +128,12 @@ class TuningDB:
         self.lock_retries = lock_retries
         self._lock = threading.RLock()
         self._run_id: int | None = None
-        # a read-only file of schema version 1 lacks the spread/confidence columns
-        self.has_confidence = "confidence" in db.table("winners").columns_dict
+        # a read-only file of schema version 1 lacks the spread/confidence columns, one of
+        # version 1 or 2 the validity ones (software.blas, winners.prior)
+        winner_columns = db.table("winners").columns_dict
+        self.has_confidence = "confidence" in winner_columns
+        self.has_prior = "prior" in winner_columns
+        self.has_blas = "blas" in db.table("software").columns_dict
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, writable: bool, tool: str = "torch.compile",
@@ -182,27 +184,31 @@ class TuningDB:
         """Every recorded selection of ``problem_id`` on devices of this kind and arch (None:
         any), any software: the winner, the stack it was measured with and every
         candidate's row."""
-        columns = self.db.table("winners").columns_dict
-        extra = (", w.confidence" if "confidence" in columns else ", null as confidence")
-        extra += ", w.prior" if "prior" in columns else ", null as prior"
-        blas = ("s.blas" if "blas" in self.db.table("software").columns_dict
-                else "null as blas")
+        extra = (", w.confidence, w.repeats, w.iqr_ms" if self.has_confidence else
+                 ", null as confidence, null as repeats, null as iqr_ms")
+        extra += ", w.prior" if self.has_prior else ", null as prior"
+        extra += ", s.blas" if self.has_blas else ", null as blas"
         with self._lock:
             winners = list(self.db.query(
                 "select w.device_id, w.software_id, w.candidate_id, w.backend, w.name,"
                 " w.time_ms, w.recorded_at" + extra + ", d.kind, d.arch, d.name as"
-                " device_name, d.compute_units, s.torch, s.triton, s.flydsl, s.templates, "
-                + blas + " from winners w join devices d on d.id = w.device_id"
+                " device_name, d.compute_units, s.torch, s.triton, s.flydsl, s.templates"
+                " from winners w join devices d on d.id = w.device_id"
                 " join software s on s.id = w.software_id"
                 " where w.problem_id = ? and d.kind = coalesce(?, d.kind)"
                 " and d.arch = coalesce(?, d.arch)", [problem_id, kind, arch]))
             selections = []
             for w in winners:
-                rows = list(self.db.query(
-                    "select candidate_id, backend, name, config, time_ms, status from"
-                    " results where device_id = ? and software_id = ? and problem_id = ?"
-                    " order by status != 'ok', time_ms is null, time_ms, candidate_id",
-                    [w["device_id"], w["software_id"], problem_id]))
+                results = tuple(CandidateResult(
+                    str(r["candidate_id"]), str(r["backend"]), str(r["name"] or ""),
+                    decode_config(r["config"]), r["time_ms"], str(r["status"]))
+                    for r in self.db.query(
+                        "select candidate_id, backend, name, config, time_ms, status from"
+                        " results where device_id = ? and software_id = ? and"
+                        " problem_id = ? order by status != 'ok', time_ms is null, time_ms,"
+                        " candidate_id", [w["device_id"], w["software_id"], problem_id]))
+                config = next((r.config for r in results
+                               if r.candidate_id == w["candidate_id"]), {})
                 selections.append(RecordedSelection(
                     source=str(self.path), problem_id=problem_id, device_id=w["device_id"],
                     device={"kind": w["kind"], "arch": w["arch"], "name": w["device_name"],
@@ -212,13 +218,11 @@ class TuningDB:
                                                 "blas")},
                     winner=Winner(candidate_id=str(w["candidate_id"]),
                                   backend=str(w["backend"]), name=str(w["name"] or ""),
-                                  time_ms=w["time_ms"], source=str(self.path),
-                                  confidence=w["confidence"]),
+                                  time_ms=w["time_ms"], source=str(self.path), config=config,
+                                  confidence=w["confidence"], repeats=w["repeats"],
+                                  iqr_ms=w["iqr_ms"]),
                     recorded_at=str(w["recorded_at"] or ""), prior=w["prior"],
-                    results=tuple(CandidateResult(
-                        str(r["candidate_id"]), str(r["backend"]), str(r["name"] or ""),
-                        decode_config(r["config"]), r["time_ms"], str(r["status"]))
-                        for r in rows)))
+                    results=results))
         return selections
 
     def lookup_winner(self, device: DeviceInfo, problem_id: str,
@@ -232,24 +236,8 @@ class TuningDB:
         if not exact:
             return None
         exact.sort(key=lambda s: s.recorded_at, reverse=True)  # newest first, then:
-        best = min(exact, key=lambda s: (s.software_id != software.id,
-                                         -rank_of(s.winner.confidence)))
-        return self._winner_details(best)
-
-    def _winner_details(self, selection: RecordedSelection) -> Winner:
-        extra = (", w.confidence, w.repeats, w.iqr_ms" if self.has_confidence else
-                 ", null as confidence, null as repeats, null as iqr_ms")
-        with self._lock:
-            row = next(iter(self.db.query(
-                "select r.config" + extra + " from winners w left join results r on"
-                " r.device_id = w.device_id and r.software_id = w.software_id and"
-                " r.problem_id = w.problem_id and r.candidate_id = w.candidate_id"
-                " where w.device_id = ? and w.software_id = ? and w.problem_id = ?",
-                [selection.device_id, selection.software_id, selection.problem_id])))
-        return replace(selection.winner, config=decode_config(row["config"]),
-                       confidence=row["confidence"], repeats=row["repeats"],
-                       iqr_ms=row["iqr_ms"], software=dict(selection.software),
-                       recorded_at=selection.recorded_at)
+        return min(exact, key=lambda s: (s.software_id != software.id,
+                                         -rank_of(s.winner.confidence))).winner
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
