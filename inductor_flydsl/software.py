@@ -80,24 +80,37 @@ class SoftwareInfo:
 
 
 _source_hashes: dict[tuple[str, int, int], str] = {}
+# Templates whose kernel is built by another template's code: their hash covers both
+# sources, so a change to the shared kernel invalidates their records too.
+TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {"gemm_grouped": ("gemm_grouped", "gemm_dense")}
 
 
-def template_source_hash(name: str) -> str | None:
-    """First 16 hex digits of the sha256 of ``templates/<name>.py`` (what a FlyDSL
-    candidate records as its ``template_hash``), or None when there is no such template.
-    Cached by the file's mtime and size, so an edited template is hashed again."""
-    root = templates_dir()
-    path = root / f"{name}.py" if root is not None and name.isidentifier() else None
+def _file_hash(path: Path) -> str | None:
     try:
-        st = path.stat() if path is not None else None
+        st = path.stat()
     except OSError:
-        st = None
-    if path is None or st is None:
         return None
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _source_hashes:
         _source_hashes[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return _source_hashes[key]
+
+
+def template_source_hash(name: str) -> str | None:
+    """First 16 hex digits of the sha256 of ``templates/<name>.py`` (what a FlyDSL
+    candidate records as its ``template_hash``), or None when there is no such template.
+    A template built from others' code (``TEMPLATE_SOURCES``) hashes the digests of all
+    its sources. Cached by each file's mtime and size, so an edited template is hashed
+    again."""
+    root = templates_dir()
+    if root is None or not name.isidentifier():
+        return None
+    digests = [_file_hash(root / f"{part}.py") for part in TEMPLATE_SOURCES.get(name, (name,))]
+    if any(d is None for d in digests):
+        return None
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256(" ".join(digests).encode()).hexdigest()[:16]  # type: ignore[arg-type]
 
 
 def gpu_blas() -> str:

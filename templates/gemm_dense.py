@@ -62,6 +62,7 @@ from typing import Any
 DTYPES = ("bf16", "fp16")
 LAYOUTS = ("nn", "nt", "tn", "tt")
 OPS = ("mm", "addmm", "bmm")
+GROUPED_OP = "grouped_mm"  # built by templates/gemm_grouped.py from this kernel
 ARCHS = ("gfx950", "gfx942")
 
 TILE_MN_CHOICES = (16, 32, 64, 128, 256)
@@ -355,6 +356,7 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
     b_k_contig = layout[1] == "t"
     has_bias = op == "addmm"
     batched = op == "bmm"
+    grouped = op == GROUPED_OP
     mfma_k = MFMA_K[arch]
     k_per_lane = mfma_k // 4
     elem = fx.BFloat16 if dtype == "bf16" else fx.Float16
@@ -389,7 +391,7 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                     out[i * rep_n + j] = mfma(out[i * rep_n + j], b_frags[j], a_frags[i])
         return out
 
-    def async_setup(A, B, m0, n0, k_base, m_left, n_left, lda, ldb, batch_a, batch_b, tid,
+    def async_setup(A, B, m0, n0, k_base, m_left, n_left, lda, ldb, a_batch, b_batch, tid,
                     lane, wave, wave_m, wave_n, sa0, sb0):
         """gfx950: buffer loads straight into LDS (K-contiguous operands XOR-swizzled,
         M/N-contiguous ones as they lie, read back transposed). Returns ``issue(step,
@@ -397,9 +399,9 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         atom = fx.make_copy_atom(fx.rocdl.cdna4.BufferLoadAsyncLDS128b(), 128)
         a_src = fx.get_iter(fx.rocdl.make_buffer_tensor(A, max_size=True))
         b_src = fx.get_iter(fx.rocdl.make_buffer_tensor(B, max_size=True))
-        if const_expr(batched):
-            a_src = a_src + fx.block_idx.y * batch_a
-            b_src = b_src + fx.block_idx.y * batch_b
+        if const_expr(batched or grouped):
+            a_src = a_src + a_batch
+            b_src = b_src + b_batch
         a_src = a_src + (m0 * lda + k_base if a_k_contig else m0 + k_base * lda)
         b_src = b_src + (n0 * ldb + k_base if b_k_contig else n0 + k_base * ldb)
         wave_base = fx.Int32(rocdl.readfirstlane(
@@ -526,6 +528,8 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         batch_c: fx.Int32,
         alpha: fx.Float32,
         beta: fx.Float32,
+        OFFS: fx.Tensor,
+        G: fx.Int32,
     ):
         tid = fx.thread_idx.x
         lane = tid % WAVE_SIZE
@@ -535,8 +539,13 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
 
         pid = fx.block_idx.x
         num_pid_n = (N + (tn - 1)) // tn
-        if const_expr(group_m > 1):
+        if const_expr(grouped):
+            # Every group's M tiles, numbered group after group; the grid covers an upper
+            # bound of their count (launch_geometry), the workgroups past it do nothing.
+            num_pid_m = (M + G * (tm - 1)) // tm
+        else:
             num_pid_m = (M + (tm - 1)) // tm
+        if const_expr(group_m > 1):
             group_width = num_pid_n * group_m
             first_m = pid // group_width * group_m
             rows_left = num_pid_m - first_m
@@ -546,7 +555,6 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         else:
             pid_m = pid // num_pid_n
             pid_n = pid % num_pid_n
-        m0 = pid_m * tm
         n0 = pid_n * tn
         # Split-K: workgroup z takes K steps [z * k_steps, (z + 1) * k_steps) and writes
         # its fp32 partial tile to slice z of the workspace C (slice stride batch_c).
@@ -556,165 +564,198 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             pid_k = fx.block_idx.z
             k_base = pid_k * (k_steps * tk)
 
-        a_ptr = fx.get_iter(A)
-        b_ptr = fx.get_iter(B)
-        c_ptr = fx.get_iter(C)
+        a_batch, b_batch, c_batch = 0, 0, 0
+        rows = M
+        m0 = pid_m * tm
+        valid = True
         if const_expr(batched):
             bz = fx.block_idx.y
-            a_ptr = a_ptr + bz * batch_a
-            b_ptr = b_ptr + bz * batch_b
-            c_ptr = c_ptr + bz * batch_c
-        if const_expr(split_k > 1):
-            c_ptr = c_ptr + pid_k * batch_c
-        # Point at the tile's first row (and the split's first K) so loads only add
-        # in-tile offsets.
-        if const_expr(a_k_contig):
-            a_ptr = a_ptr + (m0 * lda + k_base)
-        else:
-            a_ptr = a_ptr + (m0 + k_base * lda)
-        if const_expr(b_k_contig):
-            b_ptr = b_ptr + (n0 * ldb + k_base)
-        else:
-            b_ptr = b_ptr + (n0 + k_base * ldb)
-        m_left = M - m0
-        n_left = N - n0
+            a_batch, b_batch, c_batch = bz * batch_a, bz * batch_b, bz * batch_c
+        if const_expr(grouped):
+            # Find the group that owns M tile pid_m: scan the group end offsets (no host
+            # sync), counting each group's tiles. Empty groups own no tile.
+            offs_ptr = fx.get_iter(OFFS)
+            tiles_before = fx.Int32(0)
+            group_start = fx.Int32(0)
+            sel_group = fx.Int32(0)
+            sel_start = fx.Int32(0)
+            sel_rows = fx.Int32(0)
+            sel_tile = fx.Int32(0)
+            for g in range(0, G, 1):
+                group_end = fx.ptr_load(offs_ptr + g, fx.Int32)
+                group_tiles = (group_end - group_start + (tm - 1)) // tm
+                local = pid_m - tiles_before
+                hit = (local < group_tiles).select(local >= 0, False)
+                sel_group = hit.select(g, sel_group)
+                sel_start = hit.select(group_start, sel_start)
+                sel_rows = hit.select(group_end - group_start, sel_rows)
+                sel_tile = hit.select(local, sel_tile)
+                tiles_before = tiles_before + group_tiles
+                group_start = group_end
+            valid = pid_m < tiles_before
+            rows = sel_rows
+            m0 = sel_tile * tm
+            # A and out are row-major (T, K) and (T, N): the group's rows start at
+            # sel_start; B's group stride is batch_b.
+            a_batch = sel_start * lda
+            b_batch = sel_group * batch_b
+            c_batch = sel_start * ldc
 
-        lds = (
-            fx.SharedAllocator()
-            .allocate(fx.Array[elem, stages * (a_stage + b_stage), 16])
-            .peek()
-            .ptr
-        )
-        sa0 = lds
-        sb0 = lds + stages * a_stage
-
-        lane_row = lane % 16
-        lane_k = lane // 16 * k_per_lane
-        a_lane = (wave_m * wm + lane_row) * ldk + lane_k
-        b_lane = (wave_n * wn + lane_row) * ldk + lane_k
-
-        acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
-
-        if const_expr(use_async):
-            issue, compute_slot, schedule_hints = async_setup(
-                A, B, m0, n0, k_base, m_left, n_left, lda, ldb, batch_a, batch_b, tid, lane,
-                wave, wave_m, wave_n, sa0, sb0)
-            per_step = loads_a + loads_b  # buffer loads one K step issues per thread
-            if const_expr(stages == 1):
-                # One buffer: everyone is done reading it, load, wait, meet, compute.
-                for step in range(0, k_steps, 1):
-                    rocdl.s_barrier()
-                    issue(step, 0)
-                    rocdl.s_waitcnt(vmcnt=0)
-                    rocdl.s_barrier()
-                    acc = compute_slot(acc, 0)
+        if valid:
+            # Point at the tile's first row (and the split's first K) so loads only add
+            # in-tile offsets; the batch or group offset joins the tile's in one sum.
+            a_ptr = fx.get_iter(A) + 0
+            b_ptr = fx.get_iter(B) + 0
+            c_ptr = fx.get_iter(C) + c_batch
+            if const_expr(split_k > 1):
+                c_ptr = c_ptr + pid_k * batch_c
+            if const_expr(a_k_contig):
+                a_ptr = a_ptr + (a_batch + m0 * lda + k_base)
             else:
-                for s in range_constexpr(stages - 1):
-                    issue(s, s)
-                # The main loop is unrolled by ``stages`` so every LDS slot is a constant
-                # (LDS read addresses stay loop invariant); the leftover steps, fewer than
-                # ``stages``, run with a computed slot.
-                main_steps = k_steps - (stages - 1)
-                unrolled = main_steps // stages * stages
-                for base in range(0, unrolled, stages):
-                    for u in range_constexpr(stages):
-                        # Step base + u's loads are done once only later stages' are left.
+                a_ptr = a_ptr + (a_batch + m0 + k_base * lda)
+            if const_expr(b_k_contig):
+                b_ptr = b_ptr + (b_batch + n0 * ldb + k_base)
+            else:
+                b_ptr = b_ptr + (b_batch + n0 + k_base * ldb)
+            m_left = rows - m0
+            n_left = N - n0
+
+            lds = (
+                fx.SharedAllocator()
+                .allocate(fx.Array[elem, stages * (a_stage + b_stage), 16])
+                .peek()
+                .ptr
+            )
+            sa0 = lds
+            sb0 = lds + stages * a_stage
+
+            lane_row = lane % 16
+            lane_k = lane // 16 * k_per_lane
+            a_lane = (wave_m * wm + lane_row) * ldk + lane_k
+            b_lane = (wave_n * wn + lane_row) * ldk + lane_k
+
+            acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
+
+            if const_expr(use_async):
+                issue, compute_slot, schedule_hints = async_setup(
+                    A, B, m0, n0, k_base, m_left, n_left, lda, ldb, a_batch, b_batch, tid, lane,
+                    wave, wave_m, wave_n, sa0, sb0)
+                per_step = loads_a + loads_b  # buffer loads one K step issues per thread
+                if const_expr(stages == 1):
+                    # One buffer: everyone is done reading it, load, wait, meet, compute.
+                    for step in range(0, k_steps, 1):
+                        rocdl.s_barrier()
+                        issue(step, 0)
+                        rocdl.s_waitcnt(vmcnt=0)
+                        rocdl.s_barrier()
+                        acc = compute_slot(acc, 0)
+                else:
+                    for s in range_constexpr(stages - 1):
+                        issue(s, s)
+                    # The main loop is unrolled by ``stages`` so every LDS slot is a constant
+                    # (LDS read addresses stay loop invariant); the leftover steps, fewer than
+                    # ``stages``, run with a computed slot.
+                    main_steps = k_steps - (stages - 1)
+                    unrolled = main_steps // stages * stages
+                    for base in range(0, unrolled, stages):
+                        for u in range_constexpr(stages):
+                            # Step base + u's loads are done once only later stages' are left.
+                            rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
+                            rocdl.s_barrier()
+                            issue(base + u + (stages - 1), (u + stages - 1) % stages)
+                            acc = compute_slot(acc, u)
+                            schedule_hints()
+                    for step in range(unrolled, main_steps, 1):
                         rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
                         rocdl.s_barrier()
-                        issue(base + u + (stages - 1), (u + stages - 1) % stages)
-                        acc = compute_slot(acc, u)
-                        schedule_hints()
-                for step in range(unrolled, main_steps, 1):
-                    rocdl.s_waitcnt(vmcnt=(stages - 2) * per_step)
-                    rocdl.s_barrier()
-                    issue(step + (stages - 1), (step + (stages - 1)) % stages)
-                    acc = compute_slot(acc, step % stages)
-                for i in range_constexpr(stages - 1):
-                    rocdl.s_waitcnt(vmcnt=(stages - 2 - i) * per_step)
-                    rocdl.s_barrier()
-                    acc = compute_slot(acc, (k_steps - (stages - 1) + i) % stages)
+                        issue(step + (stages - 1), (step + (stages - 1)) % stages)
+                        acc = compute_slot(acc, step % stages)
+                    for i in range_constexpr(stages - 1):
+                        rocdl.s_waitcnt(vmcnt=(stages - 2 - i) * per_step)
+                        rocdl.s_barrier()
+                        acc = compute_slot(acc, (k_steps - (stages - 1) + i) % stages)
 
-        else:
-            first_a = _load_tile(
-                fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
-            )
-            first_b = _load_tile(
-                fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
-            )
-            _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
-            _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
-            fx.gpu.barrier()
-
-            for step in range(0, k_steps - 1, 1):
-                k_next = (step + 1) * tk
-                next_a = _load_tile(
-                    fx,
-                    a_ptr,
-                    m_left,
-                    0,
-                    k_next,
-                    lda,
-                    a_k_contig,
-                    tm,
-                    tk,
-                    nthreads,
-                    tid,
-                    vec_type,
-                    loads_a,
+            else:
+                first_a = _load_tile(
+                    fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
                 )
-                next_b = _load_tile(
-                    fx,
-                    b_ptr,
-                    n_left,
-                    0,
-                    k_next,
-                    ldb,
-                    b_k_contig,
-                    tn,
-                    tk,
-                    nthreads,
-                    tid,
-                    vec_type,
-                    loads_b,
+                first_b = _load_tile(
+                    fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
                 )
-                if const_expr(stages == 2):
-                    cur = step % 2
-                    acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
-                    nxt = 1 - cur
-                    _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
-                    _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
-                    fx.gpu.barrier()
-                else:
-                    acc = compute(acc, sa0, sb0, a_lane, b_lane)
-                    fx.gpu.barrier()
-                    _store_tile(fx, sa0, next_a, a_k_contig, tm, tk, nthreads, tid)
-                    _store_tile(fx, sb0, next_b, b_k_contig, tn, tk, nthreads, tid)
-                    fx.gpu.barrier()
-            last = (k_steps - 1) % stages
-            acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
+                _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
+                _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
+                fx.gpu.barrier()
 
-
-        # Epilogue: lane holds out[row, col:col+4] of each 16x16 block. With split-K the
-        # bias goes in once, with the first split's partial.
-        bias_scale = beta
-        if const_expr(split_k > 1 and has_bias):
-            bias_scale = (pid_k < 1).select(beta, fx.Float32(0.0))
-        row_base = wave_m * wm + lane_row
-        col_base = wave_n * wn + lane // 16 * 4
-        for i in range_constexpr(rep_m):
-            for j in range_constexpr(rep_n):
-                row = row_base + i * 16
-                col = col_base + j * 16
-                value = acc[i * rep_n + j] * alpha
-                if const_expr(has_bias):
-                    bias_col = (col < n_left).select(n0 + col, 0)
-                    bias_vec = fx.ptr_load(fx.get_iter(BIAS) + bias_col, fx.Vector[elem, 4])
-                    value = value + bias_vec.to(fx.Float32) * bias_scale
-                if (row < m_left) and (col < n_left):
-                    if const_expr(split_k > 1):
-                        fx.ptr_store(value, c_ptr + ((m0 + row) * ldc + n0 + col))
+                for step in range(0, k_steps - 1, 1):
+                    k_next = (step + 1) * tk
+                    next_a = _load_tile(
+                        fx,
+                        a_ptr,
+                        m_left,
+                        0,
+                        k_next,
+                        lda,
+                        a_k_contig,
+                        tm,
+                        tk,
+                        nthreads,
+                        tid,
+                        vec_type,
+                        loads_a,
+                    )
+                    next_b = _load_tile(
+                        fx,
+                        b_ptr,
+                        n_left,
+                        0,
+                        k_next,
+                        ldb,
+                        b_k_contig,
+                        tn,
+                        tk,
+                        nthreads,
+                        tid,
+                        vec_type,
+                        loads_b,
+                    )
+                    if const_expr(stages == 2):
+                        cur = step % 2
+                        acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
+                        nxt = 1 - cur
+                        _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
+                        _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
+                        fx.gpu.barrier()
                     else:
-                        fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
+                        acc = compute(acc, sa0, sb0, a_lane, b_lane)
+                        fx.gpu.barrier()
+                        _store_tile(fx, sa0, next_a, a_k_contig, tm, tk, nthreads, tid)
+                        _store_tile(fx, sb0, next_b, b_k_contig, tn, tk, nthreads, tid)
+                        fx.gpu.barrier()
+                last = (k_steps - 1) % stages
+                acc = compute(acc, sa0 + last * a_stage, sb0 + last * b_stage, a_lane, b_lane)
+
+
+            # Epilogue: lane holds out[row, col:col+4] of each 16x16 block. With split-K the
+            # bias goes in once, with the first split's partial.
+            bias_scale = beta
+            if const_expr(split_k > 1 and has_bias):
+                bias_scale = (pid_k < 1).select(beta, fx.Float32(0.0))
+            row_base = wave_m * wm + lane_row
+            col_base = wave_n * wn + lane // 16 * 4
+            for i in range_constexpr(rep_m):
+                for j in range_constexpr(rep_n):
+                    row = row_base + i * 16
+                    col = col_base + j * 16
+                    value = acc[i * rep_n + j] * alpha
+                    if const_expr(has_bias):
+                        bias_col = (col < n_left).select(n0 + col, 0)
+                        bias_vec = fx.ptr_load(fx.get_iter(BIAS) + bias_col, fx.Vector[elem, 4])
+                        value = value + bias_vec.to(fx.Float32) * bias_scale
+                    if (row < m_left) and (col < n_left):
+                        if const_expr(split_k > 1):
+                            fx.ptr_store(value, c_ptr + ((m0 + row) * ldc + n0 + col))
+                        else:
+                            fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
 
     @flyc.jit
     def gemm_launcher(
@@ -734,28 +775,42 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         batch: fx.Int32,
         alpha: fx.Float32,
         beta: fx.Float32,
+        OFFS: fx.Tensor,
+        G: fx.Int32,
         stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's launcher convention)
     ):
-        grid, block = launch_geometry(config, M, N, batch)
+        grid, block = launch_geometry(config, M, N, batch, groups=G if grouped else 0)
         gemm_kernel(
-            A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta
+            A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta,
+            OFFS, G
         ).launch(grid=grid, block=block, stream=stream)
 
     return gemm_launcher
 
 
-def launch_geometry(config: GemmConfig, m, n, batch) -> tuple[tuple, tuple]:
-    """``(grid, block)`` of one launch; ``m``, ``n``, ``batch`` are ints or FlyDSL values."""
+def launch_geometry(config: GemmConfig, m, n, batch, *, groups=0) -> tuple[tuple, tuple]:
+    """``(grid, block)`` of one launch; ``m``, ``n``, ``batch`` and ``groups`` are ints or
+    FlyDSL values.
+
+    Grouped (``groups`` > 0, ``m`` the total rows of all groups): the M tiles of a group
+    of ``r`` rows are ``ceil(r / tile_m) <= (r + tile_m - 1) / tile_m``, so all groups
+    together have at most ``(m + groups * (tile_m - 1)) // tile_m``, whatever the split;
+    the grid covers that bound and the workgroups past the actual count exit at once.
+    """
     tm, tn = config.tile_m, config.tile_n
-    tiles = (m + (tm - 1)) // tm * ((n + (tn - 1)) // tn)
+    if isinstance(groups, int) and groups == 0:
+        m_tiles = (m + (tm - 1)) // tm
+    else:
+        m_tiles = (m + groups * (tm - 1)) // tm
+    tiles = m_tiles * ((n + (tn - 1)) // tn)
     return (tiles, batch, config.split_k), (config.num_threads, 1, 1)
 
 
 def kernel_launch(config: GemmConfig, args: tuple) -> tuple[tuple, tuple, tuple]:
     """What the launcher passes to the kernel for :func:`launcher_args` ``args``:
     ``(kernel_args, grid, block)``. Used to run the compiled kernel in the ISA emulator."""
-    m, n, batch = args[4], args[5], args[13]
-    grid, block = launch_geometry(config, m, n, batch)
+    m, n, batch, groups = args[4], args[5], args[13], args[17]
+    grid, block = launch_geometry(config, m, n, batch, groups=groups)
     return args[:13] + args[14:], grid, block
 
 
@@ -905,6 +960,8 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None) ->
         batch,
         float(alpha),
         float(beta),
+        out,  # the group end offsets of a grouped launch (unused here)
+        0,  # groups: 0 = not grouped
     )
 
 

@@ -10,6 +10,10 @@ search space for bf16 ``nt`` ``mm``, plus every other (dtype, layout, op) varian
 with a representative config: 50 compiles on gfx950 and 35 compiles plus 15 recorded
 rejections on gfx942 for DEFAULT. ``--full`` compiles the whole cross product (24
 variants per config); ``--dtype/--layout/--op`` select variants explicitly.
+``--template gemm_grouped`` checks the grouped (mixture-of-experts) GEMM instead: its
+12 DEFAULT configs for bf16 ``nt`` ``grouped_mm`` plus its 3 other variants (fp16,
+``nn``) once; ``--emulate`` runs each on ragged problems (empty groups, one-token
+groups, one dominant group, a single group).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "compile-check",
         help="cross-compile FlyDSL configs on the CPU; record ISA resources in the DB",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--template", choices=catalog.TEMPLATES, default=catalog.TEMPLATE,
+                   help="template to compile: the dense GEMM (default) or the grouped "
+                        "(mixture-of-experts) GEMM")
     p.add_argument("--arch", action="append", choices=tpl.ARCHS, default=None,
                    help="target arch, repeatable (default: gfx950)")
     p.add_argument("--search-space", type=str.upper, choices=catalog.SEARCH_SPACES,
@@ -41,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="only these dtypes (repeatable)")
     p.add_argument("--layout", action="append", choices=tpl.LAYOUTS, default=None,
                    help="only these layouts (repeatable)")
-    p.add_argument("--op", action="append", choices=tpl.OPS, default=None,
+    p.add_argument("--op", action="append", choices=(*tpl.OPS, "grouped_mm"), default=None,
                    help="only these ops (repeatable)")
     p.add_argument("--full", action="store_true",
                    help="every config for every (dtype, layout, op) variant")
@@ -125,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         jobs = catalog.build_jobs(archs, args.search_space, dtypes=args.dtype,
                                   layouts=args.layout, ops=args.op, full=args.full,
-                                  limit=args.limit)
+                                  limit=args.limit, template=args.template)
     except ValueError as exc:
         return fail(str(exc))
     if args.jobs is not None and args.jobs < 1:

@@ -1,7 +1,8 @@
 """Cross-compile one config and run its ISA in the emulator (``compile-check --emulate``).
 
 Each (dtype, layout, op) variant is run on a small random problem that covers a full
-tile and the M and N tails (:func:`~.gemm.tail_shape`), against torch in float64.
+tile and the M and N tails (:func:`~.gemm.tail_shape`), against torch in float64; a
+grouped GEMM on its ragged scenarios (:mod:`.grouped`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ from typing import Any
 
 from ..flydsl_backend.cross_compile import CompileResult, compile_config, load_template
 from .gemm import emulate_gemm, tail_shape
+from .grouped import emulate_grouped_scenarios
+
+GROUPED_OP = "grouped_mm"
 
 
 def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
-    """Run a compiled result's ISA (``result.isa_path``) on its variant's tail problem."""
+    """Run a compiled result's ISA (``result.isa_path``) on its variant's tail problem
+    (grouped GEMMs: on every ragged scenario of :func:`~.grouped.grouped_scenarios`)."""
     template = load_template(result.template)
     config = template.GemmConfig.from_json(dict(result.config))
     assert result.isa_path is not None
+    if result.op == GROUPED_OP:
+        return emulate_grouped_scenarios(Path(result.isa_path).read_text(), template, config,
+                                         dtype=result.dtype, layout=result.layout, seed=seed)
     m, n, k = tail_shape(config, result.op, result.layout)
     run = emulate_gemm(Path(result.isa_path).read_text(), template, config, op=result.op,
                        dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed)

@@ -62,8 +62,10 @@ from .cross_compile import CompileResult, load_template, template_source_hash
 from .resources import estimate
 
 TEMPLATE = "gemm_dense"
+TEMPLATES = ("gemm_dense", "gemm_grouped")
 SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
 MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
+MAIN_VARIANTS = {"gemm_dense": MAIN_VARIANT, "gemm_grouped": ("bf16", "nt", "grouped_mm")}
 DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.cross_compile:compile_config"
 EMULATE_COMPILE_FN = "inductor_flydsl.emulator.check:compile_and_emulate"
 BUILD_FN = "inductor_flydsl.flydsl_backend.prebuild:build_config"  # prebuild.py
@@ -148,13 +150,15 @@ class JobResult:
 # ---------------------------------------------------------------------------
 
 
-def candidate_configs(search_space: str) -> list[Any]:
+def candidate_configs(search_space: str, template: str = TEMPLATE) -> list[Any]:
     """The search space's configs before the resource model (which is per arch)."""
     space = search_space.upper()
+    grouped = template == "gemm_grouped"
     if space == "DEFAULT":
-        return list(configs_mod.DEFAULT)
+        return list(configs_mod.DEFAULT_GROUPED if grouped else configs_mod.DEFAULT)
     if space == "EXHAUSTIVE":
-        return configs_mod.valid_configs()
+        valid = configs_mod.valid_configs()
+        return [c for c in valid if c.split_k == 1] if grouped else valid
     raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
 
 
@@ -172,34 +176,39 @@ def _axis(given: Iterable[str] | None, allowed: tuple[str, ...], main: str, full
 def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
                dtypes: Iterable[str] | None = None, layouts: Iterable[str] | None = None,
                ops: Iterable[str] | None = None, full: bool = False,
-               limit: int | None = None) -> list[Job]:
-    """List the compile jobs (see the module docstring for the variant rules)."""
+               limit: int | None = None, template: str = TEMPLATE) -> list[Job]:
+    """List the compile jobs of one template (see the module docstring for the variant
+    rules; the grouped template's main variant is bf16 ``nt`` ``grouped_mm``)."""
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown template {template!r}; use {', '.join(TEMPLATES)}")
+    tpl = load_template(template)
+    main = MAIN_VARIANTS[template]
     archs = list(dict.fromkeys(archs))
     for arch in archs:
-        if arch not in _tpl.ARCHS:
-            raise ValueError(f"unknown arch {arch!r}; use {', '.join(_tpl.ARCHS)}")
+        if arch not in tpl.ARCHS:
+            raise ValueError(f"unknown arch {arch!r}; use {', '.join(tpl.ARCHS)}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
-    space = candidate_configs(search_space)
+    space = candidate_configs(search_space, template)
     sampled = not (full or dtypes or layouts or ops)
-    dt = _axis(dtypes, _tpl.DTYPES, MAIN_VARIANT[0], full or sampled, "dtype")
-    la = _axis(layouts, _tpl.LAYOUTS, MAIN_VARIANT[1], full or sampled, "layout")
-    op = _axis(ops, _tpl.OPS, MAIN_VARIANT[2], full or sampled, "op")
+    dt = _axis(dtypes, tpl.DTYPES, main[0], full or sampled, "dtype")
+    la = _axis(layouts, tpl.LAYOUTS, main[1], full or sampled, "layout")
+    op = _axis(ops, tpl.OPS, main[2], full or sampled, "op")
     variants = [v for v in itertools.product(dt, la, op)]
-    variants.sort(key=lambda v: v != MAIN_VARIANT)  # main variant first, stable otherwise
+    variants.sort(key=lambda v: v != main)  # main variant first, stable otherwise
     jobs: list[Job] = []
     for arch in archs:
         per_arch: list[Job] = []
         for dtype, layout, op_name in variants:
             chosen = space
-            if sampled and (dtype, layout, op_name) != MAIN_VARIANT:
+            if sampled and (dtype, layout, op_name) != main:
                 chosen = [REPRESENTATIVE]
             for config in chosen:
                 _, _, fits, reasons = estimate(config, dtype, arch)
-                unsupported = _tpl.split_k_reason(config, op_name)
+                unsupported = tpl.split_k_reason(config, op_name)
                 if unsupported:
                     fits, reasons = False, [unsupported]
-                per_arch.append(Job(TEMPLATE, tuple(config.to_json().items()), arch, dtype,
+                per_arch.append(Job(template, tuple(config.to_json().items()), arch, dtype,
                                     layout, op_name, None if fits else "; ".join(reasons)))
         jobs += list(dict.fromkeys(per_arch))[:limit]
     return jobs
@@ -620,6 +629,7 @@ def summarize(run: CatalogRun) -> dict[str, Any]:
     for item in run.results:
         by_arch[item.job.arch].append(item)
     archs = {arch: _arch_summary(items) for arch, items in sorted(by_arch.items())}
+    template = run.results[0].job.template if run.results else TEMPLATE
     total = _arch_summary(run.results)
     return {
         "archs": archs,
@@ -629,6 +639,6 @@ def summarize(run: CatalogRun) -> dict[str, Any]:
         "workers": run.workers,
         "db": run.db_path,
         "flydsl": flydsl_version(),
-        "template": TEMPLATE,
-        "template_hash": template_source_hash(TEMPLATE),
+        "template": template,
+        "template_hash": template_source_hash(template),
     }

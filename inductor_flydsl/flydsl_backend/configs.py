@@ -64,6 +64,26 @@ _FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_
 DEFAULT: tuple[Any, ...] = tuple(
     GemmConfig(**dict(zip(_FIELDS, t, strict=False))) for t in _DEFAULT_TUPLES
 )
+# Grouped GEMM (templates/gemm_grouped.py, the dense kernel with a group scheduler): no
+# split-K. MoE groups are a few to a few hundred tokens per expert, so the list leans
+# to small and medium M tiles; the large ones serve prefill with few experts.
+_GROUPED_TUPLES = (
+    (16, 64, 128, 1, 2, 2, 1),
+    (16, 128, 128, 1, 4, 2, 1),
+    (32, 64, 128, 1, 2, 2, 1),
+    (32, 128, 64, 1, 4, 2, 1),
+    (64, 64, 64, 2, 2, 2, 8),
+    (64, 128, 64, 2, 2, 2, 8),
+    (64, 256, 64, 2, 4, 2, 8),
+    (128, 128, 64, 2, 2, 2, 8),
+    (128, 128, 64, 2, 2, 3, 8),
+    (128, 256, 64, 2, 4, 2, 8),
+    (256, 128, 64, 4, 2, 2, 8),
+    (256, 256, 64, 2, 4, 2, 8),
+)
+DEFAULT_GROUPED: tuple[Any, ...] = tuple(
+    GemmConfig(**dict(zip(_FIELDS, t, strict=False))) for t in _GROUPED_TUPLES
+)
 SKINNY_M = 64  # at or below: a memory-bound, decode-like problem (see prune_for_shape)
 
 
