@@ -243,6 +243,14 @@ class Problem:
         return m, n, a.size[-1] if a.size else 1
 
     @property
+    def groups(self) -> int:
+        """G of a grouped GEMM with 3-D weights (``grouped_mm`` of a 2-D A and a 3-D B),
+        else 0."""
+        if self.op != "grouped_mm" or len(self.inputs) < 2 or len(self.inputs[1].size) != 3:
+            return 0
+        return self.inputs[1].size[0]
+
+    @property
     def batch(self) -> int:
         return math.prod(self.output.size[:-2]) if len(self.output.size) > 2 else 1
 
@@ -264,6 +272,9 @@ class Problem:
     def summary(self) -> str:
         m, n, k = self.mnk
         batch = f"{self.batch}x" if self.batch > 1 else ""
+        groups = self.groups
+        if groups:  # grouped GEMM: G groups over T = M rows (``GxTxNxK``)
+            batch = f"{groups}x"
         extras = " ".join(f"{k}={v}" for k, v in self.epilogue)
         attrs = " ".join(f"{k}={_attr_text(v)}" for k, v in self.attrs
                          if v not in (None, "", ()))
@@ -376,6 +387,18 @@ def _major(t: TensorSpec) -> str:
     return "-"
 
 
+def _synthetic_grouped(t: int, n: int, k: int, *, dtype: str, layout: str,
+                       groups: int) -> Problem:
+    """``torch._grouped_mm(A, B, offs)`` as Inductor sees it: A ``(T, K)``, B ``(G, K,
+    N)`` (``layout[1]``: ``n`` N-contiguous, ``t`` K-contiguous), int32 ``offs`` of G."""
+    a = TensorSpec(dtype, (t, k), (k, 1) if layout[0] == "n" else (1, t))
+    b_stride = (k * n, n, 1) if layout[1] == "n" else (k * n, 1, k)
+    b = TensorSpec(dtype, (groups, k, n), b_stride)
+    offs = TensorSpec("int32", (groups,), (1,))
+    return Problem(op="grouped_mm", inputs=(a, b, offs),
+                   output=TensorSpec(dtype, (t, n), (n, 1)))
+
+
 def contiguous_stride(size: tuple[int, ...]) -> tuple[int, ...]:
     stride, acc = [], 1
     for dim in reversed(size):
@@ -386,18 +409,21 @@ def contiguous_stride(size: tuple[int, ...]) -> tuple[int, ...]:
 
 def synthetic_problem(op: str, m: int, n: int, k: int, *, dtype: str, layout: str = "nn",
                       batch: int = 1, alpha: float = 1.0, beta: float = 1.0) -> Problem:
-    """The problem Inductor would see for ``op`` on freshly allocated operands.
+    """The problem Inductor would see for ``op`` on freshly allocated operands
+    (``grouped_mm``: M is the total tokens T and ``batch`` the number of groups G).
 
     ``layout`` is two letters for A (M x K) and B (K x N): ``n`` row-major, ``t``
     column-major. addmm gets a bias row vector expanded to M x N (stride 0, 1), as
     Inductor's addmm lowering passes it.
     """
-    if op not in ("mm", "addmm", "bmm"):
-        raise ValueError(f"op must be mm, addmm or bmm, not {op!r}")
+    if op not in ("mm", "addmm", "bmm", "grouped_mm"):
+        raise ValueError(f"op must be mm, addmm, bmm or grouped_mm, not {op!r}")
     if len(layout) != 2 or any(c not in "nt" for c in layout):
         raise ValueError(f"layout must be nn, nt, tn or tt, not {layout!r}")
     if min(m, n, k, batch) <= 0:
         raise ValueError("sizes must be positive")
+    if op == "grouped_mm":
+        return _synthetic_grouped(m, n, k, dtype=dtype, layout=layout, groups=batch)
 
     def operand(rows: int, cols: int, letter: str) -> TensorSpec:
         stride = (cols, 1) if letter == "n" else (1, rows)

@@ -676,54 +676,29 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                         acc = compute_slot(acc, (k_steps - (stages - 1) + i) % stages)
 
             else:
-                first_a = _load_tile(
-                    fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads, tid, vec_type, loads_a
-                )
-                first_b = _load_tile(
-                    fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads, tid, vec_type, loads_b
-                )
+                first_a = _load_tile(fx, a_ptr, m_left, 0, 0, lda, a_k_contig, tm, tk, nthreads,
+                                     tid, vec_type, loads_a)
+                first_b = _load_tile(fx, b_ptr, n_left, 0, 0, ldb, b_k_contig, tn, tk, nthreads,
+                                     tid, vec_type, loads_b)
                 _store_tile(fx, sa0, first_a, a_k_contig, tm, tk, nthreads, tid)
                 _store_tile(fx, sb0, first_b, b_k_contig, tn, tk, nthreads, tid)
                 fx.gpu.barrier()
 
                 for step in range(0, k_steps - 1, 1):
                     k_next = (step + 1) * tk
-                    next_a = _load_tile(
-                        fx,
-                        a_ptr,
-                        m_left,
-                        0,
-                        k_next,
-                        lda,
-                        a_k_contig,
-                        tm,
-                        tk,
-                        nthreads,
-                        tid,
-                        vec_type,
-                        loads_a,
-                    )
-                    next_b = _load_tile(
-                        fx,
-                        b_ptr,
-                        n_left,
-                        0,
-                        k_next,
-                        ldb,
-                        b_k_contig,
-                        tn,
-                        tk,
-                        nthreads,
-                        tid,
-                        vec_type,
-                        loads_b,
-                    )
+                    next_a = _load_tile(fx, a_ptr, m_left, 0, k_next, lda, a_k_contig, tm, tk,
+                                        nthreads, tid, vec_type, loads_a)
+                    next_b = _load_tile(fx, b_ptr, n_left, 0, k_next, ldb, b_k_contig, tn, tk,
+                                        nthreads, tid, vec_type, loads_b)
                     if const_expr(stages == 2):
                         cur = step % 2
-                        acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane, b_lane)
+                        acc = compute(acc, sa0 + cur * a_stage, sb0 + cur * b_stage, a_lane,
+                                      b_lane)
                         nxt = 1 - cur
-                        _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk, nthreads, tid)
-                        _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk, nthreads, tid)
+                        _store_tile(fx, sa0 + nxt * a_stage, next_a, a_k_contig, tm, tk,
+                                    nthreads, tid)
+                        _store_tile(fx, sb0 + nxt * b_stage, next_b, b_k_contig, tn, tk,
+                                    nthreads, tid)
                         fx.gpu.barrier()
                     else:
                         acc = compute(acc, sa0, sb0, a_lane, b_lane)

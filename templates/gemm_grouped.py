@@ -53,7 +53,7 @@ except ImportError:  # loaded as a lone file from a source checkout: load the si
 
 GemmConfig = _dense.GemmConfig
 
-__all__ = ["GemmConfig", "build_gemm", "launcher_args", "kernel_launch", "make_launcher"]
+__all__ = ["GemmConfig", "build_gemm", "kernel_launch", "launcher_args", "make_launcher"]
 
 DTYPES = _dense.DTYPES
 LAYOUTS = ("nn", "nt")
@@ -62,6 +62,7 @@ ARCHS = _dense.ARCHS
 VEC = _dense.VEC
 ELEM_BYTES = _dense.ELEM_BYTES
 MAX_SPAN_ELEMENTS = _dense.MAX_SPAN_ELEMENTS
+TILE_K_CHOICES = _dense.TILE_K_CHOICES
 MAX_GROUPS = 4096  # offs entries the scan reads per workgroup; beyond it the scan dominates
 
 launch_geometry = _dense.launch_geometry
@@ -175,20 +176,6 @@ def example_args(config: GemmConfig, *, dtype: str, layout: str,
     offs = torch.tensor([config.tile_m, t], dtype=torch.int32)
     out = torch.zeros(t, n, dtype=torch_dtype)
     return launcher_args(a, b, offs, out)
-
-
-def reference(a, b, offs):
-    """``_grouped_mm`` in float64 on the CPU: each group's rows times its weights; rows
-    past the last offset are zero (the kernel leaves them unwritten)."""
-    import torch
-
-    out = torch.zeros(a.shape[0], b.shape[-1], dtype=torch.float64)
-    start = 0
-    for g, end in enumerate(offs.tolist()):
-        if end > start:
-            out[start:end] = a[start:end].double() @ b[g].double()
-        start = end
-    return out
 
 
 def launch(a, b, offs, out, config: GemmConfig, stream=None) -> None:

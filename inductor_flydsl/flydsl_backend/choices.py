@@ -29,6 +29,12 @@ from .ops import OPS, op_call_name
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
+TEMPLATES = {"grouped_mm": "gemm_grouped"}  # other ops: TEMPLATE
+
+
+def template_for(op: str) -> str:
+    """The template that builds ``op``'s kernels."""
+    return TEMPLATES.get(op, TEMPLATE)
 
 
 def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
@@ -38,6 +44,8 @@ def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
                beta: float = 1.0) -> None:
         if op == "addmm":
             custom_op(*inputs, out, config, alpha, beta)
+        elif op == "grouped_mm":
+            custom_op(*inputs, out, config)
         else:
             custom_op(*inputs, out, config, alpha)
 
@@ -63,17 +71,20 @@ class FlydslChoiceCaller(ExternKernelCaller):
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
                  config: Any, *, alpha: float, beta: float, dynamic_m: bool = False) -> None:
-        kwargs: dict[str, Any] = {"config": canonical_json(config.to_json()), "alpha": alpha}
+        kwargs: dict[str, Any] = {"config": canonical_json(config.to_json())}
+        if choice.op != "grouped_mm":  # torch's grouped GEMM has no scalars
+            kwargs["alpha"] = alpha
         if choice.op == "addmm":
             kwargs["beta"] = beta
         super().__init__(choice, input_nodes, layout, kwargs, has_out_variant=True)
         self.op = choice.op
-        self.template_hash = template_source_hash(TEMPLATE)
+        self.template = template_for(self.op)
+        self.template_hash = template_source_hash(self.template)
         self.config_id = stable_id(config.to_json())
         c = config
         self.name = (f"flydsl_{self.op}_{c.tile_m}x{c.tile_n}x{c.tile_k}_w{c.waves_m}x"
                      f"{c.waves_n}_s{c.stages}_g{c.group_m}")
-        self.inductor_flydsl_config = {"template": TEMPLATE,
+        self.inductor_flydsl_config = {"template": self.template,
                                        "template_hash": self.template_hash,
                                        **config.to_json()}
         self.inductor_flydsl_failure: tuple[str, str] | None = None
@@ -88,7 +99,8 @@ class FlydslChoiceCaller(ExternKernelCaller):
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
                            if k != "config")
-        return f"flydsl-{TEMPLATE}-{self.template_hash}-{self.op}-{self.config_id}-{scalars}"
+        return (f"flydsl-{self.template}-{self.template_hash}-{self.op}-{self.config_id}-"
+                f"{scalars}")
 
     def info_dict(self) -> dict[str, Any]:
         return {"backend": "flydsl", **self.inductor_flydsl_config}
@@ -105,7 +117,7 @@ class FlydslChoiceCaller(ExternKernelCaller):
         for args, result in runs:
             self.to_callable()(*args, out=result)
             try:
-                validate_output(self.op, args, result, float(self.kwargs["alpha"]),
+                validate_output(self.op, args, result, float(self.kwargs.get("alpha", 1.0)),
                                 float(self.kwargs.get("beta", 0.0)))
             except NumericMismatch as exc:
                 raise NumericMismatch(f"at M={result.shape[0]}: {exc}") from exc

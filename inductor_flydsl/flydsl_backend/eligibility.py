@@ -21,12 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..problem import Problem, TensorSpec
-from .configs import GemmConfig, default_configs, exhaustive, prune_for_shape
+from .configs import (
+    DEFAULT_GROUPED,
+    GemmConfig,
+    default_configs,
+    exhaustive,
+    fits,
+    prune_for_shape,
+)
 from .cross_compile import load_template
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
-SUPPORTED_OPS = ("mm", "addmm", "bmm")
+SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm")
+GROUPED_OP = "grouped_mm"
 HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
 CONFIGS_PER_PROBLEM = 12
@@ -132,6 +140,8 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[
     reasons: list[str] = []
     if problem.op not in SUPPORTED_OPS:
         return [f"op {problem.op} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
+    if problem.op == GROUPED_OP:
+        return grouped_problem_reasons(problem, offsets=offsets)
     if problem.dynamic:
         reasons += dynamic_reasons(problem)
     dtypes = {t.dtype for t in problem.inputs} | {problem.output.dtype}
@@ -182,9 +192,90 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[
     return reasons
 
 
+def grouped_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[str]:
+    """Why the grouped template (``gemm_grouped``) cannot compute a ``grouped_mm``
+    problem: it takes a 2-D row-major A ``(T, K)``, 3-D weights ``(G, K, N)`` in either
+    memory order of their last two dims and int32 group end offsets, bf16 or fp16,
+    static shapes; K a multiple of 32 and N of 8; 16-byte aligned rows and bases."""
+    reasons: list[str] = []
+    if problem.dynamic:
+        reasons.append(f"dynamic shapes: symbolic {problem.symbolic_text()}; the grouped "
+                       "template is offered for static shapes")
+    if len(problem.inputs) != 3:
+        return [*reasons, f"grouped_mm with {len(problem.inputs)} inputs: the template takes "
+                "A, B and offs (no bias: torch's _grouped_mm has none; no 3-D x 3-D "
+                "batched form without offs)"]
+    a, b, offs = problem.inputs
+    if len(a.size) != 2 or len(b.size) != 3:
+        return [*reasons, f"grouped_mm of a {len(a.size)}-D A and a {len(b.size)}-D B: the "
+                "template takes 2-D ragged activations and 3-D weights (G, K, N)"]
+    dtypes = {a.dtype, b.dtype, problem.output.dtype}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in TORCH_TO_TEMPLATE_DTYPE:
+        reasons.append(f"dtypes {sorted(dtypes)} are not all bfloat16 or all float16")
+    if offs.dtype != "int32" or len(offs.size) != 1 or offs.stride != (1,):
+        reasons.append("offs is not a contiguous int32 vector")
+    tpl = load_template("gemm_grouped")
+    groups = b.size[0]
+    t, k = a.size
+    n = b.size[2]
+    if len(offs.size) == 1 and offs.size[0] != groups:
+        reasons.append(f"offs has {offs.size[0]} entries for {groups} groups")
+    if groups > tpl.MAX_GROUPS:
+        reasons.append(f"G={groups} groups: each workgroup scans the offsets, at most "
+                       f"{tpl.MAX_GROUPS}")
+    if min(t, n, k, groups) == 0:
+        return [*reasons, "an empty dimension (T, N, K or G is 0)"]
+    if a.stride[-1] != 1:
+        reasons.append("A is not row-major (the template reads each group's rows as "
+                       "K-contiguous rows)")
+    b_letter = _layout_letter(b)
+    if b_letter is None:
+        reasons.append("B has no unit stride in its last two dims (strided view)")
+        return reasons
+    req = tpl.divisibility_requirements(GemmConfig(), GROUPED_OP, "n" + b_letter)
+    ld = req["ld_multiple"]
+    if a.stride[-1] == 1 and a.stride[0] % ld:
+        reasons.append(f"A's row stride {a.stride[0]} is not a multiple of {ld} elements")
+    if _leading_stride(b, b_letter) % ld:
+        reasons.append(f"B's leading stride {_leading_stride(b, b_letter)} is not a multiple "
+                       f"of {ld} elements (16 bytes)")
+    if groups > 1 and b.stride[0] % ld:
+        reasons.append(f"B's group stride {b.stride[0]} is not a multiple of {ld}")
+    # out: Inductor's grouped layout is row-major with a 16-byte-padded row stride (the
+    # problem key leaves the output's strides to Inductor); the launcher checks it.
+    for name, spec in (("A", a), ("B", b)):
+        span = sum((s - 1) * st for s, st in zip(spec.size, spec.stride, strict=True)) + 1
+        if span > req["max_span_elements"]:
+            reasons.append(f"{name} spans {span} elements, over the kernel's int32 offsets")
+    if n % req["n_multiple"]:
+        reasons.append(f"N={n} is not a multiple of {req['n_multiple']}")
+    min_tile_k = min(tpl.TILE_K_CHOICES)
+    if k % min_tile_k:
+        reasons.append(f"K={k} is not a multiple of {min_tile_k} (smallest tile_k)")
+    for i, offset in enumerate(offsets[:2]):
+        if (offset * ELEMENT_BYTES) % req["base_align_bytes"]:
+            reasons.append(f"input {i} starts {offset} elements into its storage: not "
+                           f"{req['base_align_bytes']}-byte aligned")
+    return reasons
+
+
+def grouped_candidate_configs(problem: Problem, arch: str, *,
+                              limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
+    """The grouped DEFAULT configs that fit ``arch``, pruned for the average group's rows
+    (T / G: Inductor benchmarks near-uniform groups) as a dense problem of that M."""
+    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
+    space = [c for c in DEFAULT_GROUPED if fits(c, arch, dtype)]
+    t, n, k = problem.mnk
+    rows = max(1, -(-t // max(problem.groups, 1)))
+    return prune_for_shape(space, rows, n, k, op="bmm", limit=limit)
+
+
 def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
                       limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
-    """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first."""
+    """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first
+    (a grouped GEMM: from the grouped DEFAULT list, whatever the search space)."""
+    if problem.op == GROUPED_OP:
+        return grouped_candidate_configs(problem, arch, limit=limit)
     dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
     space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
         default_configs(arch, dtype)

@@ -1,6 +1,6 @@
 """The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
 
-``torch.ops.inductor_flydsl.{mm,addmm,bmm}_out`` are out-variant ops: they write into the
+``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm}_out`` are out-variant ops: they write into the
 buffer Inductor allocated (``out``), launch on the current stream and never synchronize
 the host; they allocate nothing except a split-K config's fp32 workspace, which comes from
 torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
@@ -43,19 +43,23 @@ def _parse_config(config: str):  # returns the template's GemmConfig
     return load_template("gemm_dense").GemmConfig.from_json(data)
 
 
+def _verify_runtime(device: torch.device) -> None:
+    if device not in _verified_devices:
+        from .eligibility import runtime_reasons
+
+        reasons = runtime_reasons(device)
+        if reasons:
+            raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
+        _verified_devices.add(device)
+
+
 # Devices whose runtime passed the checks; a launch then costs no further host work.
 _verified_devices: set[torch.device] = set()
 
 
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
-    if out.device not in _verified_devices:
-        from .eligibility import runtime_reasons
-
-        reasons = runtime_reasons(out.device)
-        if reasons:
-            raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
-        _verified_devices.add(out.device)
+    _verify_runtime(out.device)
     from .cross_compile import load_template
 
     template = load_template("gemm_dense")
@@ -129,7 +133,26 @@ def _bmm_out_fake(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: s
     return None
 
 
-OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out}
+@torch.library.custom_op(f"{NAMESPACE}::grouped_mm_out", mutates_args=("out",))
+def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor,
+                   config: str) -> None:
+    """``out = torch._grouped_mm(a, b, offs)`` (2-D A, 3-D B) with the grouped template;
+    rows past ``offs[-1]`` are left as they are. ``offs`` is read on the GPU only."""
+    _verify_runtime(out.device)
+    from .cross_compile import load_template
+
+    if out.numel() == 0:
+        return
+    load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config))
+
+
+@grouped_mm_out.register_fake
+def _grouped_mm_out_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+                         out: torch.Tensor, config: str) -> None:
+    return None
+
+
+OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out, "grouped_mm": grouped_mm_out}
 
 
 def op_call_name(op: str) -> str:

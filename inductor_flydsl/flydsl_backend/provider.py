@@ -129,11 +129,11 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
 def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: str,
                   problem: Any) -> None:
     """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
-    from .choices import TEMPLATE
+    from .choices import template_for
     from .prebuild import start_builds
 
     try:
-        builds = start_builds(TEMPLATE, configs, arch=arch,
+        builds = start_builds(template_for(op), configs, arch=arch,
                               dtype=TORCH_TO_TEMPLATE_DTYPE[problem.dtype], layout=problem.layout,
                               op=op)
     except Exception as exc:  # never fail the compile: candidates build on first launch
