@@ -25,10 +25,14 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "bfloat16": 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "explain", help="whether FlyDSL is eligible for a GEMM and the configs it would try")
-    p.add_argument("--op", required=True, choices=["mm", "addmm", "bmm"])
-    p.add_argument("--shape", required=True, help="MxNxK, or BxMxNxK for bmm")
+    p.add_argument("--op", required=True, choices=["mm", "addmm", "bmm", "grouped_mm"])
+    p.add_argument("--shape", required=True,
+                   help="MxNxK, or BxMxNxK for bmm, or GxTxNxK for grouped_mm (G groups "
+                        "over T tokens, weights G x K x N)")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 (fp32 shows the rejection)")
-    p.add_argument("--layout", default="nt", help="nn, nt, tn or tt (A then B; t = col-major)")
+    p.add_argument("--layout", default="nt",
+                   help="nn, nt, tn or tt (A then B; t = col-major; grouped_mm: B's last two "
+                        "dims, nt = K-contiguous weights)")
     p.add_argument("--dynamic-m", action="store_true",
                    help="M is symbolic (a dynamic-shape compile): show the key such a "
                         "compile records (M at its bucketed hint), FlyDSL's eligibility for "
@@ -59,7 +63,9 @@ def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layou
     CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
     from ..flydsl_backend import catalog
 
-    jobs = [catalog.Job(catalog.TEMPLATE, tuple(sorted(c.items())), arch, dtype, layout, op)
+    from ..flydsl_backend.choices import template_for
+
+    jobs = [catalog.Job(template_for(op), tuple(sorted(c.items())), arch, dtype, layout, op)
             for c in configs]
     compile_fn = catalog.EMULATE_COMPILE_FN if emulate else catalog.DEFAULT_COMPILE_FN
     run = catalog.run_catalog(jobs, db_path=None, progress=False, compile_fn=compile_fn,
@@ -72,6 +78,9 @@ def _verdict(result: Any) -> dict[str, Any]:
     if result.emulation is None:
         return {"ok": False, "error": result.error or "not compiled"}
     e = result.emulation
+    if "scenarios" in e:  # grouped: every ragged scenario
+        return {"ok": e["ok"], "max_abs_err": e["max_abs_err"], "error": e["error"],
+                "scenarios": {s["scenario"]: s["ok"] for s in e["scenarios"]}}
     return {"ok": e["ok"], "max_abs_err": e["max_abs_err"], "shape": e["shape"],
             "races": len(e["races"]), "error": e["error"]}
 
@@ -88,13 +97,16 @@ def _isa_name(rank: int, config: dict[str, int], arch: str, dtype: str, layout: 
     return "_".join(parts) + ".s"
 
 
-def _grid(config: dict[str, int], m: int, n: int, batch: int) -> dict[str, Any]:
-    """Workgroups the template launches for this shape (its ``launch_geometry``)."""
+def _grid(config: dict[str, int], m: int, n: int, batch: int, groups: int = 0
+          ) -> dict[str, Any]:
+    """Workgroups the template launches for this shape (its ``launch_geometry``; for a
+    grouped GEMM the upper bound it launches, see ``gemm_dense.launch_geometry``)."""
     from ..flydsl_backend import catalog
 
     tpl = catalog._tpl
     try:
-        grid, _ = tpl.launch_geometry(tpl.GemmConfig.from_json(dict(config)), m, n, batch)
+        grid, _ = tpl.launch_geometry(tpl.GemmConfig.from_json(dict(config)), m, n, batch,
+                                      groups=groups)
     except (AttributeError, TypeError, ValueError) as exc:
         return {"grid": None, "workgroups": None, "grid_error": f"{type(exc).__name__}: {exc}"}
     workgroups = 1
@@ -147,7 +159,9 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
                 status |= 0 if entry["emulation"]["ok"] else 1
             if args.isa is not None:
                 name = _isa_name(rank, config, args.arch, short, layout, args.op)
-                entry.update(_grid(config, m, n, batch))
+                grouped = args.op == "grouped_mm"
+                entry.update(_grid(config, m, n, 1 if grouped else batch,
+                                   batch if grouped else 0))
                 entry.update(_isa_fields(result, args.isa, name))
                 status |= 0 if result.ok else 1
             entries.append(entry)
@@ -161,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError):
         return fail(f"bad --shape {args.shape!r} or --dtype {args.dtype!r}")
     batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (1, dims)
-    if len(dims) == 4 and args.op != "bmm":
-        return fail("a batch (BxMxNxK) is only valid with --op bmm")
+    if len(dims) == 4 and args.op not in ("bmm", "grouped_mm"):
+        return fail("a batch (BxMxNxK) is only valid with --op bmm (GxTxNxK: grouped_mm)")
     try:
         problem = synthetic_problem(args.op, m, n, k, dtype=dtype, layout=args.layout.lower(),
                                     batch=batch)
