@@ -62,7 +62,6 @@ def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layou
     """Compile (and with ``emulate`` emulate) each config in worker processes; one
     CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
     from ..flydsl_backend import catalog
-
     from ..flydsl_backend.choices import template_for
 
     jobs = [catalog.Job(template_for(op), tuple(sorted(c.items())), arch, dtype, layout, op)

@@ -123,6 +123,40 @@ class LayeredTuningDB:
                 return winner
         return None
 
+    def lookup_routed(self, device: DeviceInfo, software: SoftwareInfo,
+                      problem: Problem) -> Winner | None:
+        """A grouped GEMM measured under two or more token routings (``routing.py``: the
+        plain key is Inductor's own routing, the others ``routing=<name>``): the candidate
+        with the best worst case over them, from the first layer that holds a routed
+        record. None when no layer has two routings recorded for it (exact records only)."""
+        from .. import routing
+
+        variants = {"inductor": problem} | {
+            r: routing.routed(problem, r) for r in routing.MEASURED_ROUTINGS}
+        for db in self._readable():
+            try:
+                selections = {r: db.exact_selection(device, p.id, software)
+                              for r, p in variants.items()}
+            except sqlite3.Error as exc:
+                warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
+                continue
+            found = {r: s for r, s in selections.items() if s is not None}
+            if len(found) < 2:
+                continue
+            times = {r: {c.candidate_id: c.time_ms for c in s.results if c.usable}
+                     for r, s in found.items()}
+            chosen = routing.worst_case_winner(times)
+            if chosen is None:
+                continue
+            candidate, worst, _ = chosen
+            result = next(c for s in found.values() for c in s.results
+                          if c.candidate_id == candidate)
+            return Winner(candidate_id=candidate, backend=result.backend, name=result.name,
+                          time_ms=result.time_ms, source=f"{db.path} (routings "
+                          f"{','.join(sorted(found))}, worst {worst:.2f}x)",
+                          config=dict(result.config))
+        return None
+
     def find_prior(self, device: DeviceInfo, software: SoftwareInfo,
                    problem: Problem) -> Prior | None:
         """The nearest older record of ``problem`` in any layer (``priors.py``)."""

@@ -231,13 +231,19 @@ class TuningDB:
         under which every candidate's result still holds for ``software``
         (``validity.py``). The one recorded with ``software`` itself comes first, then
         the best-ranked, then the newest."""
+        selection = self.exact_selection(device, problem_id, software)
+        return selection.winner if selection is not None else None
+
+    def exact_selection(self, device: DeviceInfo, problem_id: str,
+                        software: SoftwareInfo) -> RecordedSelection | None:
+        """The recorded selection :meth:`lookup_winner` takes its winner from."""
         exact = [s for s in self.recorded_selections(problem_id, device.kind, device.arch)
                  if s.device_id == device.id and not s.changes(software)]
         if not exact:
             return None
         exact.sort(key=lambda s: s.recorded_at, reverse=True)  # newest first, then:
         return min(exact, key=lambda s: (s.software_id != software.id,
-                                         -rank_of(s.winner.confidence))).winner
+                                         -rank_of(s.winner.confidence)))
 
     # ---- writes ---------------------------------------------------------------------
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,

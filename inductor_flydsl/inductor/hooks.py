@@ -31,6 +31,7 @@ from typing import Any
 
 from torch._inductor import select_algorithm
 
+from .. import routing
 from ..buckets import bucket_problem, family_id
 from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
@@ -118,6 +119,7 @@ class PluginSelector(select_algorithm.AlgorithmSelectorCache):
     def __call__(self, name: str, choices: list[Any], input_nodes: Any, layout: Any,
                  *args: Any, **kwargs: Any) -> Any:
         gen_fns = args[0] if args else kwargs.get("input_gen_fns")
+        args, kwargs, gen_fns = _with_routing(name, input_nodes, args, kwargs, gen_fns)
         token = _current.set(SelectionContext(name, input_nodes, layout, gen_fns))
         try:
             return super().__call__(name, choices, input_nodes, layout, *args, **kwargs)
@@ -125,12 +127,41 @@ class PluginSelector(select_algorithm.AlgorithmSelectorCache):
             _current.reset(token)
 
 
+def _with_routing(name: str, input_nodes: Any, args: tuple, kwargs: dict,
+                  gen_fns: Any) -> tuple[tuple, dict, Any]:
+    """A sweep measuring a grouped GEMM under a token routing (``routing.set_active``):
+    Inductor's benchmark offsets are replaced by that routing's."""
+    chosen = routing.active()
+    index = routing.offs_index(name, input_nodes) if chosen else None
+    if chosen is None or index is None:
+        return args, kwargs, gen_fns
+    tokens = int(input_nodes[0].get_size()[0])
+    groups = int(input_nodes[index].get_size()[0])
+    gen_fns = {**(gen_fns or {}),
+               index: routing.benchmark_offsets_fn(chosen, tokens, groups)}
+    if args:
+        args = (gen_fns, *args[1:])
+    else:
+        kwargs = {**kwargs, "input_gen_fns": gen_fns}
+    return args, kwargs, gen_fns
+
+
+def key_problem(name: str, input_nodes: Any, layout: Any, choices: Sequence[Any]) -> Problem:
+    """The DB key of a selection: the IR's problem, plus ``routing=<name>`` while a sweep
+    measures a grouped GEMM under a token routing."""
+    problem = problem_from_ir(name, input_nodes, layout, choices)
+    chosen = routing.active()
+    if chosen and routing.offs_index(name, input_nodes) is not None:
+        problem = routing.routed(problem, chosen)
+    return problem
+
+
 def _device_of(layout: Any) -> Any:
     return describe_device(layout.device)
 
 
 def _problem(ctx: SelectionContext, choices: Sequence[Any]) -> Problem:
-    return problem_from_ir(ctx.name, ctx.input_nodes, ctx.layout, choices)
+    return key_problem(ctx.name, ctx.input_nodes, ctx.layout, choices)
 
 
 def preprocess_choices(choices: list[Any]) -> list[Any]:
@@ -193,7 +224,10 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
     db = state.tuning_db
     # A dynamic problem is looked up under its own key (symbolic dims, bucketed hints):
     # the selection a dynamic compile made and recorded, for the same symbolic kernel.
-    winner = db.lookup(device, software, problem)
+    # A grouped GEMM measured under several token routings: the best worst case.
+    winner = db.lookup_routed(device, software, problem) if routing.active() is None \
+        and problem.op == routing.GROUPED_OP else None
+    winner = winner or db.lookup(device, software, problem)
     if winner is not None:
         matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
         if matching:
@@ -272,7 +306,7 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
     try:
         layout = next(iter(timings)).layout
         try:
-            problem = problem_from_ir(name, input_nodes, layout, choices)
+            problem = key_problem(name, input_nodes, layout, choices)
         except InvalidProblem:
             return  # refused (and counted) when the selection started
         device = _device_of(layout)

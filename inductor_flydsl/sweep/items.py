@@ -1,8 +1,12 @@
 """What an offline sweep tunes: one GEMM per :class:`SweepItem`.
 
-An item is an op (``mm``, ``addmm``, ``bmm`` or ``linear``), its sizes, dtype and operand
-layout. Its ``item_id`` is a stable hash of those fields, so the same item has the same id
-in every process and on every machine (``sweep_status`` is keyed by it for ``--resume``).
+An item is an op (``mm``, ``addmm``, ``bmm``, ``linear`` or ``grouped_mm``), its sizes,
+dtype and operand layout. ``grouped_mm`` is ``torch._grouped_mm`` of M tokens (row-major)
+over ``batch`` groups of (K x N) weights (layout's second letter: their memory order),
+benchmarked under the token ``routing`` (``inductor``, ``uniform``, ``zipf``, ``sparse``:
+see ``inductor_flydsl/routing.py``). Its ``item_id`` is a stable hash of those fields,
+so the same item has the same id in every process and on every machine (``sweep_status``
+is keyed by it for ``--resume``).
 
 Values may come from a CSV file, a preset or a DB row: :meth:`SweepItem.from_values`
 validates every field and raises :class:`ItemError` with a message naming the bad field.
@@ -23,7 +27,8 @@ from typing import Any
 
 from ..keys import stable_id
 
-OPS = ("mm", "addmm", "bmm", "linear")
+OPS = ("mm", "addmm", "bmm", "linear", "grouped_mm")
+ROUTINGS = ("inductor", "uniform", "zipf", "sparse")  # grouped_mm only (routing.py)
 LAYOUTS = ("nn", "nt", "tn", "tt")
 DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_ALIASES = {
@@ -102,6 +107,8 @@ class SweepItem:
     # M symbolic, as a dynamic-shape compile sees it (``torch._dynamo.mark_dynamic`` on
     # M, with ``m`` as the hint): records the key such a compile looks up.
     dynamic_m: bool = False
+    # grouped_mm: the token routing its candidates are benchmarked under (routing.py)
+    routing: str = ""
 
     def __post_init__(self) -> None:
         # Direct construction gets the same checks as values read from a file.
@@ -114,7 +121,7 @@ class SweepItem:
     def _checked(values: Mapping[str, Any]) -> dict[str, Any]:
         lowered = {str(k).strip().lower(): v for k, v in values.items()}
         unknown = set(lowered) - {"op", "m", "n", "k", "batch", "dtype", "layout",
-                                  "dynamic_m"}
+                                  "dynamic_m", "routing"}
         if unknown:
             raise ItemError(f"unknown field(s): {', '.join(sorted(unknown))}")
         for required in ("op", "m", "n", "k"):
@@ -133,8 +140,19 @@ class SweepItem:
         layout_value = lowered.get("layout")
         layout = "nt" if layout_value in (None, "") else _choice("layout", layout_value,
                                                                  LAYOUTS)
-        if op != "bmm" and batch != 1:
-            raise ItemError(f"batch={batch} is only allowed with op=bmm (op={op} needs 1)")
+        if op not in ("bmm", "grouped_mm") and batch != 1:
+            raise ItemError(f"batch={batch} is only allowed with op=bmm or grouped_mm (the "
+                            f"groups; op={op} needs 1)")
+        routing_value = lowered.get("routing")
+        routing = "" if routing_value in (None, "") else _choice("routing", routing_value,
+                                                                 ROUTINGS)
+        if op == "grouped_mm":
+            routing = routing or "inductor"
+            if layout[0] != "n":
+                raise ItemError(f"layout={layout!r} with op=grouped_mm: the tokens (A) are "
+                                "row-major; the second letter is the weights' order")
+        elif routing:
+            raise ItemError(f"routing={routing!r} is only allowed with op=grouped_mm")
         if op == "linear" and layout != "nt":
             raise ItemError(f"layout={layout!r} with op=linear: a linear layer is x @ W.T "
                             "with W stored N x K row-major, i.e. layout nt")
@@ -147,7 +165,7 @@ class SweepItem:
             raise ItemError(f"{batch}x{m}x{n}x{k} {dtype}: an operand of {largest} bytes "
                             f"exceeds {MAX_OPERAND_BYTES} bytes")
         return {"op": op, "m": m, "n": n, "k": k, "batch": batch, "dtype": dtype,
-                "layout": layout, "dynamic_m": dynamic_m}
+                "layout": layout, "dynamic_m": dynamic_m, "routing": routing}
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> SweepItem:
@@ -161,6 +179,8 @@ class SweepItem:
         values = asdict(self)
         if not self.dynamic_m:
             del values["dynamic_m"]
+        if not self.routing:
+            del values["routing"]
         return values
 
     @property
@@ -168,12 +188,16 @@ class SweepItem:
         return stable_id(self.to_dict())
 
     def summary(self) -> str:
-        batch = f"{self.batch}x" if self.op == "bmm" else ""
+        batch = f"{self.batch}x" if self.op in ("bmm", "grouped_mm") else ""
         text = f"{self.op} {self.dtype} {batch}{self.m}x{self.n}x{self.k} {self.layout}"
+        if self.routing and self.routing != "inductor":
+            text += f" routing={self.routing}"
         return f"{text} dynamic[M]" if self.dynamic_m else text
 
     @property
     def flops(self) -> int:
+        if self.op == "grouped_mm":  # the groups share the M tokens
+            return 2 * self.m * self.n * self.k
         return 2 * self.batch * self.m * self.n * self.k
 
 

@@ -9,6 +9,12 @@ Presets:
   (fused qkv, o, gate/up separate and fused, down; Mixtral's experts w1/w3 (fused w13 too),
   w2 and the router) over token counts M = 1, 2, 4, ..., 8192 (the dynamic-M buckets),
   bf16, N and K from the published model configs;
+- ``moe-mixtral-8x7b``, ``moe-deepseek-v3``, ``moe-qwen3-30b-a3b``: the routed experts'
+  grouped GEMMs (``grouped_mm``: fused gate/up, then down) of each model, bf16, weights
+  K-contiguous (``nt``), over T = 256, 2048 and 16384 routed tokens (tokens x top-k), each
+  under every token routing (``inductor``, ``uniform``, ``zipf``, ``sparse``). DeepSeek-V3
+  is taken with its 256 experts sharded 8 ways (expert parallelism, 32 per GPU, as it is
+  deployed): its full 256 x 7168 x 4096 weight tensor is past the kernel's int32 offsets;
 - ``cpu-smoke``: three tiny fp32 linear layers and one ``mm`` (skipped on CPU, where
   Inductor autotunes only frozen-weight linears), about a minute on 2 cores.
 """
@@ -41,6 +47,13 @@ MIXTRAL_8X7B = (  # hidden 4096, 32 heads, 8 kv heads, 8 experts of intermediate
     ("qkv", (32 + 2 * 8) * 128, 4096), ("o", 4096, 4096), ("router", 8, 4096),
     ("expert.w13", 2 * 14336, 4096), ("expert.w1/w3", 14336, 4096),
     ("expert.w2", 4096, 14336))
+
+# (name, groups, N, K, top_k) of each routed-expert grouped GEMM, from config.json:
+# hidden, moe/expert intermediate size, experts (per GPU), experts per token.
+MOE_MIXTRAL_8X7B = (("w13", 8, 2 * 14336, 4096, 2), ("w2", 8, 4096, 14336, 2))
+MOE_DEEPSEEK_V3_EP8 = (("gate_up", 32, 2 * 2048, 7168, 8), ("down", 32, 7168, 2048, 8))
+MOE_QWEN3_30B_A3B = (("gate_up", 128, 2 * 768, 2048, 8), ("down", 128, 2048, 768, 8))
+MOE_TOKENS = (256, 2048, 16384)  # routed (token, expert) pairs: tokens x top-k
 
 _DENSE_BF16_NT_FALLBACK: tuple[tuple[int, int, int], ...] = (
     *((m, 4096, 4096) for m in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)),
@@ -78,6 +91,15 @@ def _linear_items(layers: Iterable[tuple[str, int, int]]) -> list[SweepItem]:
                    for _, n, k in layers for m in M_BUCKETS])
 
 
+def _grouped_items(layers: Iterable[tuple[str, int, int, int, int]]) -> list[SweepItem]:
+    from ..routing import ROUTINGS
+
+    return dedupe([SweepItem.from_values({"op": "grouped_mm", "m": t, "n": n, "k": k,
+                                          "batch": groups, "dtype": "bfloat16",
+                                          "layout": "nt", "routing": r})
+                   for _, groups, n, k, _ in layers for t in MOE_TOKENS for r in ROUTINGS])
+
+
 def _preset_items(name: str) -> list[SweepItem]:
     if name == "dense-bf16-suite":
         return [SweepItem.from_values({"op": "mm", "m": m, "n": n, "k": k,
@@ -89,13 +111,20 @@ def _preset_items(name: str) -> list[SweepItem]:
         return _linear_items(LLAMA3_70B)
     if name == "mixtral-8x7b":
         return _linear_items(MIXTRAL_8X7B)
+    if name == "moe-mixtral-8x7b":
+        return _grouped_items(MOE_MIXTRAL_8X7B)
+    if name == "moe-deepseek-v3":
+        return _grouped_items(MOE_DEEPSEEK_V3_EP8)
+    if name == "moe-qwen3-30b-a3b":
+        return _grouped_items(MOE_QWEN3_30B_A3B)
     if name == "cpu-smoke":
         return [SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "dtype": "float32",
                                        "layout": "nt"}) for op, m, n, k in CPU_SMOKE]
     raise ItemError(f"unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
 
 
-PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "cpu-smoke")
+PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "moe-mixtral-8x7b",
+           "moe-deepseek-v3", "moe-qwen3-30b-a3b", "cpu-smoke")
 
 
 def preset(name: str) -> list[SweepItem]:
@@ -175,6 +204,13 @@ def item_from_problem(problem: Problem) -> SweepItem:
         return SweepItem.from_values({"op": "linear", "m": m, "n": out.size[-1],
                                       "k": x.size[-1], "dtype": x.dtype, "layout": "nt",
                                       "dynamic_m": dynamic_m})
+    if op == "grouped_mm" and problem.groups and not dynamic_m:
+        t, n, k = problem.mnk
+        attrs = dict(problem.attrs)
+        return SweepItem.from_values({"op": op, "m": t, "n": n, "k": k,
+                                      "batch": problem.groups, "dtype": problem.dtype,
+                                      "layout": problem.layout,
+                                      "routing": attrs.get("routing", "inductor")})
     if op not in ("mm", "addmm", "bmm"):
         raise ItemError(f"no sweep op reproduces {op!r}")
     m, n, k = problem.mnk

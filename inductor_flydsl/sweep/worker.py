@@ -129,6 +129,13 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     gen = torch.Generator(device=device).manual_seed(0)
     kw = {"device": device, "dtype": dtype, "gen": gen}
     a_major, b_major = item.layout
+    if item.op == "grouped_mm":
+        from ..routing import group_sizes, offsets
+
+        x = _operand(item.m, item.k, "n", None, **kw)
+        w = _operand(item.k, item.n, b_major, item.batch, **kw) / math.sqrt(item.k)
+        offs = offsets(group_sizes(item.routing, item.m, item.batch)).to(device)
+        return _grouped_mm, (x, w, offs)
     if item.op == "linear":
         module = torch.nn.Linear(item.k, item.n, bias=False, device=device, dtype=dtype)
         with torch.no_grad():
@@ -144,6 +151,12 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
         return torch.bmm, (a, b)
     bias = torch.randn(item.n, device=device, dtype=dtype, generator=gen)
     return torch.addmm, (bias, a, b)
+
+
+def _grouped_mm(x: Any, w: Any, offs: Any) -> Any:
+    import torch
+
+    return torch._grouped_mm(x, w, offs=offs)
 
 
 def _rel_err(out: Any, ref: Any) -> float:
@@ -199,9 +212,15 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                               **describe(device)}
     if kind == "cpu" and item.op != "linear":
         return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
+    from .. import routing
+
     fn, inputs = build(item, device)
-    run = _compile_recorded(fn, inputs, db=db, kind=kind, backends=backends,
-                            dynamic=item.dynamic_m)
+    routing.set_active(item.routing or None)  # grouped: benchmark under the item's routing
+    try:
+        run = _compile_recorded(fn, inputs, db=db, kind=kind, backends=backends,
+                                dynamic=item.dynamic_m)
+    finally:
+        routing.set_active(None)
     from torch._dynamo.utils import counters
 
     stats, chosen = run["stats"], run["backends"]
@@ -252,6 +271,10 @@ def tune_batch(items: list[SweepItem], db: str, device: str,
                                      "reason": CPU_SKIP_REASON.format(op=item.op)}
         else:
             runnable.append(item)
+    # grouped GEMMs each compile alone: each has its own token routing for benchmarking
+    for item in [i for i in runnable if i.op == "grouped_mm"]:
+        results[item.item_id] = tune(item, db, device, backends)
+    runnable = [i for i in runnable if i.op != "grouped_mm"]
     if runnable:
         if len(runnable) == 1:
             results[runnable[0].item_id] = tune(runnable[0], db, device, backends)

@@ -27,9 +27,11 @@ pytest.importorskip("flydsl")
 MOE = r"""
 import json, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
+from inductor_flydsl import routing
 from inductor_flydsl.flydsl_backend import prebuild, provider
 if sys.argv[2] == "offer":
     provider.runtime_target = lambda device: ("gfx950", [])
+routing.set_active(sys.argv[3])  # what a sweep item's routing does
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.max_autotune_gemm_backends = "ATEN,FLYDSL"
 torch.manual_seed(0)
@@ -48,10 +50,10 @@ print(json.dumps({"stats": inductor_flydsl.stats(),
 """
 
 
-def _run(db: Path, cache: Path, mode: str) -> dict:
+def _run(db: Path, cache: Path, mode: str, routed: str = "inductor") -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INDUCTOR_FLYDSL_SHIPPED": "0"}
-    proc = subprocess.run([sys.executable, "-c", MOE, str(db), mode], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", MOE, str(db), mode, routed],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -88,3 +90,16 @@ def test_grouped_problem_recorded_then_served(tmp_path: Path) -> None:
     assert second["stats"]["hits"] == 1 and second["stats"]["benchmarked"] == 0
     assert second["builds"] == 0  # the served winner is ATen: no FlyDSL build
     assert second["stats"]["decisions"][0]["source"].startswith("db:")
+
+    # A sweep measures the same GEMM under Zipf routing: Inductor benchmarks on Zipf
+    # offsets and the selection is keyed with routing=zipf.
+    zipf = _run(db, tmp_path / "c3", "offer", "zipf")
+    assert zipf["stats"]["misses"] == 1 and zipf["stats"]["recorded"] == 1
+    (routed,) = zipf["stats"]["decisions"]
+    assert routed["problem"] == "grouped_mm bfloat16 4x160x64x128 nn routing=zipf"
+    assert routed["problem_id"] != decision["problem_id"]
+    # A plain compile is now served the best worst case over both routings.
+    third = _run(db, tmp_path / "c4", "offer")
+    assert third["stats"]["hits"] == 1 and third["stats"]["benchmarked"] == 0
+    source = third["stats"]["decisions"][0]["source"]
+    assert "routings inductor,zipf" in source and third["builds"] == 0

@@ -95,6 +95,7 @@ def test_db_style_values_are_validated() -> None:
 
 def test_presets() -> None:
     assert set(PRESETS) == {"dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b",
+                            "moe-mixtral-8x7b", "moe-deepseek-v3", "moe-qwen3-30b-a3b",
                             "cpu-smoke"}
     dense = preset("dense-bf16-suite")
     assert len(dense) == 15
@@ -109,6 +110,14 @@ def test_presets() -> None:
     assert {(i.n, i.k) for i in preset("llama3-70b")} == {
         (10240, 8192), (8192, 8192), (57344, 8192), (28672, 8192), (8192, 28672)}
     assert (8, 4096) in {(i.n, i.k) for i in preset("mixtral-8x7b")}  # the router
+    for name, shapes in (("moe-mixtral-8x7b", {(8, 28672, 4096), (8, 4096, 14336)}),
+                         ("moe-deepseek-v3", {(32, 4096, 7168), (32, 7168, 2048)}),
+                         ("moe-qwen3-30b-a3b", {(128, 1536, 2048), (128, 2048, 768)})):
+        moe = preset(name)
+        assert {(i.batch, i.n, i.k) for i in moe} == shapes
+        assert all(i.op == "grouped_mm" and i.layout == "nt" for i in moe)
+        assert len(moe) == 2 * 3 * 4  # 2 GEMMs x 3 token counts x 4 routings
+        assert {i.routing for i in moe} == {"inductor", "uniform", "zipf", "sparse"}
     smoke = preset("cpu-smoke")
     assert all(i.dtype == "float32" and i.m * i.n * i.k <= 1 << 20 for i in smoke)
     assert sum(i.op == "linear" for i in smoke) >= 3

@@ -1,0 +1,92 @@
+"""Token routings for grouped GEMMs and the best-worst-case rule, on real SQLite files."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from inductor_flydsl import routing
+from inductor_flydsl.db.layered import LayeredTuningDB
+from inductor_flydsl.db.store import CandidateResult, TuningDB
+from inductor_flydsl.device import DeviceInfo
+from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.settings import Mode, Settings
+from inductor_flydsl.software import SoftwareInfo, template_source_hash
+
+MI355X = DeviceInfo(kind="rocm", arch="gfx950", name="AMD Instinct MI355X", compute_units=256)
+NOW = SoftwareInfo(torch="2.13.0+rocm7.0", triton="3.7.0", flydsl="0.5.0", templates="v1-x",
+                   blas="hipblaslt")
+PROBLEM = synthetic_problem("grouped_mm", 4096, 28672, 4096, dtype="bfloat16", layout="nt",
+                            batch=8)
+FLYDSL = {"template": "gemm_grouped", "template_hash": template_source_hash("gemm_grouped"),
+          "tile_m": 128}
+
+
+@pytest.mark.parametrize("name", routing.ROUTINGS)
+def test_every_routing_splits_all_tokens(name: str) -> None:
+    for tokens, groups in ((4096, 8), (256, 128), (0, 4), (5, 1)):
+        sizes = routing.group_sizes(name, tokens, groups)
+        assert len(sizes) == groups and sum(sizes) == tokens and min(sizes) >= 0
+        assert sizes == routing.group_sizes(name, tokens, groups)  # deterministic
+        offs = routing.offsets(sizes)
+        assert offs.dtype == torch.int32 and (offs.tolist()[-1] if groups else 0) == tokens
+
+
+def test_routings_have_their_shapes() -> None:
+    # Inductor's create_offsets: near-uniform, multiples of 8 but the last
+    assert routing.group_sizes("inductor", 100, 8) == [16, 8, 16, 8, 16, 8, 16, 12]
+    assert routing.group_sizes("inductor", 4096, 8) == [512] * 8
+    zipf = routing.group_sizes("zipf", 65536, 8)
+    assert max(zipf) > 3 * 65536 / 8  # the busiest expert gets several times its share
+    sparse = routing.group_sizes("sparse", 4096, 128)
+    assert sparse.count(0) >= 32  # a quarter of the experts get no token
+    with pytest.raises(ValueError, match="unknown routing"):
+        routing.group_sizes("pareto", 8, 2)
+
+
+def test_worst_case_rule() -> None:
+    times = {"inductor": {"fast": 1.0, "steady": 1.1, "partial": 0.5},
+             "zipf": {"fast": 3.0, "steady": 2.0},
+             "sparse": {"fast": 1.0, "steady": 1.05, "broken": float("inf")}}
+    winner, worst, per = routing.worst_case_winner(times)
+    assert winner == "steady"  # 1.1x at worst; "fast" is 1.5x behind under zipf
+    assert worst == pytest.approx(1.1) and per == {"inductor": 1.1, "sparse": 1.05,
+                                                   "zipf": 1.0}
+    assert routing.worst_case_winner({"zipf": {"a": float("inf")}}) is None
+    assert routing.worst_case_winner({"zipf": {"a": 1.0}, "sparse": {"b": 1.0}}) is None
+
+
+def _record(path: Path, problem, times: dict[str, float]) -> None:
+    rows = [CandidateResult("fly-a", "flydsl", "flydsl_grouped_a", FLYDSL, times["fly-a"]),
+            CandidateResult("aten", "aten", "_grouped_mm", {}, times["aten"])]
+    db = TuningDB.open(path, writable=True)
+    try:
+        db.record_selection(MI355X, NOW, problem, rows)
+    finally:
+        db.close()
+
+
+def test_served_winner_is_the_best_worst_case(tmp_path: Path) -> None:
+    user = tmp_path / "u.db"
+    db = LayeredTuningDB(Settings(db_path=user, mode=Mode.READWRITE, use_shipped=False),
+                         shipped_paths=[])
+    # Inductor's own (near-uniform) routing alone: its winner, no routed lookup
+    _record(user, PROBLEM, {"fly-a": 1.0, "aten": 1.3})
+    assert db.lookup_routed(MI355X, NOW, PROBLEM) is None
+    assert db.lookup(MI355X, NOW, PROBLEM).candidate_id == "fly-a"
+    # under Zipf routing FlyDSL falls 1.6x behind ATen: ATen's worst case (1.3x) is better
+    zipf = routing.routed(PROBLEM, "zipf")
+    assert dict(zipf.attrs) == {"routing": "zipf"} and zipf.id != PROBLEM.id
+    _record(user, zipf, {"fly-a": 4.8, "aten": 3.0})
+    served = db.lookup_routed(MI355X, NOW, PROBLEM)
+    assert served is not None and served.candidate_id == "aten"
+    assert "routings inductor,zipf" in served.source and "worst 1.30x" in served.source
+    # a third routing where FlyDSL is far ahead does not change a worst case
+    _record(user, routing.routed(PROBLEM, "uniform"), {"fly-a": 1.0, "aten": 1.25})
+    assert db.lookup_routed(MI355X, NOW, PROBLEM).candidate_id == "aten"
+    # other software: nothing exact, nothing served
+    assert db.lookup_routed(MI355X, replace(NOW, torch="2.14.1+rocm7.0"), PROBLEM) is None
+    db.close()
