@@ -9,8 +9,10 @@ problem's results (status ``ok``):
 - ``best non-winner``: when neither was measured, the fastest candidate other than the
   winner.
 
-Geomeans are given per (device, baseline) only: speedups over different baselines or on
-different devices are not averaged together.
+Geomeans are given per (device, family, baseline) only: speedups over different
+baselines, on different devices, or of dense and grouped (mixture-of-experts,
+``grouped_mm``) GEMMs are not averaged together; grouped GEMMs have their own table, one
+row per token routing they were measured under.
 
 Confidence (schema version 2): each winner is ``high``, ``low`` (measured on a busy machine,
 or not separated from the runner-up beyond the noise) or unknown (recorded before version
@@ -36,7 +38,7 @@ BASELINE_ATEN_TRITON = "aten/triton"
 BASELINE_NON_WINNER = "best non-winner"
 
 PROBLEM_COLUMNS = [
-    "device", "arch", "problem", "op", "m", "n", "k", "batch", "dtype", "layout",
+    "device", "arch", "family", "problem", "op", "m", "n", "k", "batch", "dtype", "layout",
     "winner_backend", "winner", "winner_ms", "candidates", "ok_candidates", "baseline",
     "baseline_backend", "baseline_name", "baseline_ms", "speedup", "confidence",
     "winner_iqr_ms", "winner_repeats", "runner_up_ms", "confidence_reason", "problem_id",
@@ -73,6 +75,14 @@ def _baseline(group: pd.DataFrame, winner_candidate: str) -> tuple[str, pd.Serie
     return kind, pool.sort_values(["time_ms", "candidate_id"]).iloc[0]
 
 
+GROUPED_OPS = frozenset({"grouped_mm", "scaled_grouped_mm", "grouped_gemm"})
+
+
+def family_of(op: str) -> str:
+    """``grouped`` for grouped (mixture-of-experts) GEMMs, else ``dense``."""
+    return "grouped" if op in GROUPED_OPS else "dense"
+
+
 def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
     """One row per (device, software, problem) with a winner."""
     spread = (CONFIDENCE_SQL if "confidence" in db.table("winners").columns_dict
@@ -96,7 +106,8 @@ def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
         kind, base = _baseline(group, w["winner_candidate"])
         base_ms = float(base["time_ms"]) if base is not None else math.nan
         speedup = base_ms / w["winner_ms"] if base is not None and w["winner_ms"] else math.nan
-        rows.append({**w, "device": _device_label(w), "candidates": len(group),
+        rows.append({**w, "device": _device_label(w), "family": family_of(w["op"]),
+                     "candidates": len(group),
                      "ok_candidates": int((group["status"] == "ok").sum()),
                      "baseline": kind,
                      "baseline_backend": base["backend"] if base is not None else None,
@@ -136,7 +147,8 @@ class Report:
                 "missed_untuned": len(self.missed_untuned)}
 
     def summary(self) -> dict[str, Any]:
-        groups = [{"device": r.device, "baseline": r.baseline, "problems": int(r.problems),
+        groups = [{"device": r.device, "family": r.family, "baseline": r.baseline,
+                   "problems": int(r.problems),
                    "geomean_speedup": None if math.isnan(r.geomean_speedup)
                    else float(r.geomean_speedup)} for r in self.geomeans.itertuples()]
         # one headline figure only when every problem shares a device and a baseline
@@ -158,12 +170,13 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
     problems = problem_table(db)
     if problems.empty:
         wins = pd.DataFrame(columns=["device", "backend", "wins"])
-        geomeans = pd.DataFrame(columns=["device", "baseline", "problems", "geomean_speedup"])
+        geomeans = pd.DataFrame(columns=["device", "family", "baseline", "problems",
+                                         "geomean_speedup"])
     else:
         wins = (problems.groupby(["device", "winner_backend"]).size()
                 .reset_index(name="wins").rename(columns={"winner_backend": "backend"})
                 .sort_values(["device", "wins", "backend"], ascending=[True, False, True]))
-        geomeans = (problems.groupby(["device", "baseline"])
+        geomeans = (problems.groupby(["device", "family", "baseline"])
                     .agg(problems=("speedup", "size"),
                          geomean_speedup=("speedup", geomean)).reset_index())
     failed = _frame(db, """
@@ -249,14 +262,16 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if report.problems.empty:
         out += ["No winners recorded.", ""]
     else:
+        confident = report.problems[report.problems["confidence"] != "low"]
         out += [markdown_table(
-            report.problems[report.problems["confidence"] != "low"],
+            confident[confident["family"] == "dense"],
             ["device", "problem", "winner_backend", "winner", "winner_ms", "baseline",
              "baseline_backend", "baseline_ms", "speedup", "candidates", "confidence",
              "winner_iqr_ms"],
             ["device", "problem", "backend", "winner", "winner ms", "baseline",
              "baseline backend", "baseline ms", "speedup", "candidates", "confidence",
              "IQR ms"]), ""]
+        out += _grouped_section(confident[confident["family"] == "grouped"])
         out += _noisy_section(report)
         out += ["## Wins per backend", "", markdown_table(report.wins), ""]
         out += ["## Geomean speedup", "", markdown_table(report.geomeans), ""]
@@ -287,6 +302,24 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if not report.sweep.empty:
         out += ["## Sweep status", "", markdown_table(report.sweep), ""]
     return "\n".join(out)
+
+
+def _grouped_section(grouped: pd.DataFrame) -> list[str]:
+    """Grouped (MoE) GEMM winners apart from dense ones: G groups over T tokens, one row
+    per token routing measured (the plugin serves the best worst case over them)."""
+    if grouped.empty:
+        return []
+    return ["## Grouped GEMM (mixture-of-experts) winners", "",
+            "Problems are `G x T x N x K` (G groups over T routed tokens); `routing=` "
+            "names the token routing a sweep benchmarked (none: Inductor's near-uniform "
+            "split). A compile is served the candidate with the best worst case over "
+            "the routings recorded.", "",
+            markdown_table(grouped, ["device", "problem", "winner_backend", "winner",
+                                     "winner_ms", "baseline_backend", "baseline_ms",
+                                     "speedup", "candidates", "confidence"],
+                           ["device", "problem", "backend", "winner", "winner ms",
+                            "baseline backend", "baseline ms", "speedup", "candidates",
+                            "confidence"]), ""]
 
 
 def _noisy_section(report: Report) -> list[str]:

@@ -29,6 +29,17 @@ Then:
     (median, L2 flushed) or CUDA events when triton is absent; speedup is over the faster
     of ATen and Triton, with the geomean over shapes.
 
+(c) grouped GEMM (mixture of experts, ``templates/gemm_grouped.py``): numerics of every
+    grouped DEFAULT config that fits the arch (bf16 and fp16, weights K- or N-contiguous)
+    on ragged groups (empty, one-token, one dominant group, a single group, N tails),
+    against a per-group float64 reference; speed on the MoE sweep presets' shapes
+    (Mixtral-8x7B, DeepSeek-V3 with 8-way expert parallelism, Qwen3-30B-A3B) under the
+    ``inductor`` and ``zipf`` token routings: the best grouped DEFAULT config vs ATen
+    (``torch._grouped_mm``) vs Triton (``torch.compile`` max-autotune with TRITON; torch
+    2.13 offers Triton's grouped template on CUDA only, so on ROCm this column is usually
+    "-"). ``--quick``: bf16 ``nt`` numerics, one token count per model. ``--skip-grouped``
+    leaves it out.
+
 Exit status: 0 all numerics passed, 1 a numerics failure, 2 unsupported environment.
 """
 
@@ -329,6 +340,161 @@ def run_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any
 
 
 # ---------------------------------------------------------------------------
+# Grouped GEMM (mixture of experts)
+# ---------------------------------------------------------------------------
+
+
+def grouped_numerics_case(config: Any, *, dtype: str, layout: str, group_rows: list[int],
+                          n: int, k: int, device: Any, scenario: str = "",
+                          seed: int = 0) -> dict[str, Any]:
+    """Launch the grouped kernel once on ragged groups; compare with a per-group float64
+    reference (rows past the last group must stay untouched)."""
+    import torch
+
+    from inductor_flydsl.emulator.grouped import make_grouped_operands
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.numerics import grouped_reference
+    from inductor_flydsl.flydsl_backend.tolerances import check_close
+
+    grouped = load_template("gemm_grouped")
+    a, b, offs, out = (t.to(device) for t in make_grouped_operands(
+        dtype, layout, group_rows, n, k, seed=seed))
+    if layout[1] == "t":  # keep B K-contiguous on the device too
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+    row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "layout": layout,
+                           "scenario": scenario, "group_rows": group_rows, "n": n, "k": k}
+    try:
+        grouped.launch(a, b, offs, out, config)
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # a compile or launch error is a failed case, not a crash
+        return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    used = int(offs[-1])
+    ref = grouped_reference(a, b, offs)
+    kernel = check_close(out[:used], ref[:used], dtype, k)
+    untouched = bool(torch.isnan(out[used:].float()).all())
+    ok = kernel.ok and untouched
+    error = None if ok else ("rows past the last group were written" if kernel.ok else
+                             f"{kernel.mismatched}/{kernel.numel} elements out of tolerance")
+    return {**row, "ok": ok, "error": error, "kernel": kernel.to_json()}
+
+
+def run_grouped_numerics(arch: str, device: Any, *, quick: bool, log: Any
+                         ) -> list[dict[str, Any]]:
+    from inductor_flydsl.emulator.grouped import grouped_scenarios
+    from inductor_flydsl.flydsl_backend import catalog
+
+    jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick, template="gemm_grouped")
+    tpl = catalog._tpl
+    plan = [(tpl.GemmConfig(**j.config_json), j.dtype, j.layout) for j in jobs
+            if j.rejected is None]
+    rows = []
+    for i, (config, dtype, layout) in enumerate(plan, 1):
+        for seed, (name, (group_rows, n, k)) in enumerate(grouped_scenarios(config).items()):
+            rows.append(grouped_numerics_case(config, dtype=dtype, layout=layout,
+                                              group_rows=group_rows, n=n, k=k,
+                                              device=device, scenario=name, seed=seed))
+        log(f"grouped numerics {i}/{len(plan)} configs, "
+            f"{sum(not r['ok'] for r in rows)} failed")
+    return rows
+
+
+def grouped_speed_shapes(quick: bool) -> list[tuple[str, int, int, int, int]]:
+    """(model layer, G, T, N, K) of the MoE sweep presets."""
+    from inductor_flydsl.sweep import presets
+
+    models = (("mixtral-8x7b", presets.MOE_MIXTRAL_8X7B),
+              ("deepseek-v3-ep8", presets.MOE_DEEPSEEK_V3_EP8),
+              ("qwen3-30b-a3b", presets.MOE_QWEN3_30B_A3B))
+    tokens = presets.MOE_TOKENS[1:2] if quick else presets.MOE_TOKENS
+    return [(f"{model} {name}", groups, t, n, k) for model, layers in models
+            for name, groups, n, k, _ in layers for t in tokens]
+
+
+def _triton_grouped_mm() -> Any:
+    import torch
+
+    def grouped_mm(x: Any, w: Any, offs: Any) -> Any:
+        return torch._grouped_mm(x, w, offs=offs)
+
+    return torch.compile(grouped_mm, dynamic=False,
+                         options={"max_autotune": True, "triton.cudagraphs": False,
+                                  "max_autotune_gemm_backends": "TRITON"})
+
+
+def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str, arch: str,
+                       device: Any) -> dict[str, Any]:
+    import torch
+
+    from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED, fits
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.numerics import grouped_reference
+    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.routing import group_sizes, offsets
+
+    grouped = load_template("gemm_grouped")
+    label, groups, t, n, k = shape
+    x = torch.randn(t, k, device=device, dtype=torch.bfloat16)
+    w = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16).transpose(-1, -2)
+    offs = offsets(group_sizes(routing_name, t, groups)).to(device)
+    row: dict[str, Any] = {"layer": label, "shape": [groups, t, n, k], "routing": routing_name}
+    row["aten_ms"] = bench_ms(lambda: torch._grouped_mm(x, w, offs=offs))
+    try:
+        triton = _triton_grouped_mm()
+        triton(x, w, offs)
+        row["triton_ms"] = bench_ms(lambda: triton(x, w, offs))
+    except Exception as exc:
+        row["triton_ms"], row["triton_error"] = None, f"{type(exc).__name__}: {exc}"[:300]
+    out = torch.empty(t, n, device=device, dtype=torch.bfloat16)
+    timings = {}
+    for config in (c for c in DEFAULT_GROUPED if fits(c, arch, "bf16")):
+        if k % config.tile_k or k < config.tile_k * max(1, config.stages - 1):
+            continue
+        try:
+            grouped.launch(x, w, offs, out, config)
+            timings[config] = bench_ms(lambda c=config: grouped.launch(x, w, offs, out, c))
+        except Exception as exc:
+            row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
+    if timings:
+        best = min(timings, key=timings.__getitem__)
+        grouped.launch(x, w, offs, out, best)
+        ref = grouped_reference(x, w, offs)
+        row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
+                   flydsl_numerics_ok=check_close(out, ref, "bf16", k).ok)
+    else:
+        row.update(flydsl_ms=None, flydsl_config=None)
+    baselines = [v for v in (row["aten_ms"], row["triton_ms"]) if v]
+    row["baseline_ms"] = min(baselines)
+    row["speedup"] = row["baseline_ms"] / row["flydsl_ms"] if row["flydsl_ms"] else None
+    return row
+
+
+def run_grouped_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any]:
+    import torch
+
+    rows = []
+    shapes = grouped_speed_shapes(quick)
+    for i, shape in enumerate(shapes, 1):
+        for routing_name in ("inductor", "zipf"):
+            torch._dynamo.reset()
+            rows.append(grouped_speed_case(shape, routing_name, arch, device))
+        log(f"grouped speed {i}/{len(shapes)}: {shape[0]} speedup "
+            f"{rows[-1]['speedup'] or float('nan'):.3f}")
+    speedups = [r["speedup"] for r in rows if r["speedup"]]
+    geomean = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None
+    return {"rows": rows, "geomean_speedup": geomean}
+
+
+GROUPED_COLUMNS = ["layer", "G x T x N x K", "routing", "FlyDSL ms", "best config", "ATen ms",
+                   "Triton ms", "speedup vs best"]
+
+
+def grouped_table_rows(speed: dict[str, Any]) -> list[list[str]]:
+    return [[r["layer"], "x".join(map(str, r["shape"])), r["routing"], _ms(r["flydsl_ms"]),
+             _config_name(r["flydsl_config"]), _ms(r["aten_ms"]), _ms(r["triton_ms"]),
+             "-" if r["speedup"] is None else f"{r['speedup']:.3f}"] for r in speed["rows"]]
+
+
+# ---------------------------------------------------------------------------
 # Reporting
 # ---------------------------------------------------------------------------
 
@@ -377,6 +543,19 @@ def markdown_report(report: dict[str, Any]) -> str:
         lines += ["", f"Geomean speedup over the faster of ATen and Triton: "
                   f"{'-' if geo is None else f'{geo:.3f}'} ({s['wins']} wins, {s['ties']} ties "
                   f"within 2 %, {s['losses']} losses)", ""]
+    if report.get("grouped") is not None:
+        g = report["grouped"]
+        lines += ["## Grouped GEMM (mixture of experts)", "",
+                  f"Numerics: {g['cases']} launches, {g['failed']} failed.", ""]
+        lines += [f"- FAIL {r['dtype']} {r['layout']} {r['scenario']} "
+                  f"{_config_name(r['config'])}: {r['error']}" for r in g["failures"][:50]]
+        if g.get("speed"):
+            lines += ["", "| " + " | ".join(GROUPED_COLUMNS) + " |",
+                      "|" + "---|" * len(GROUPED_COLUMNS)]
+            lines += ["| " + " | ".join(row) + " |" for row in grouped_table_rows(g["speed"])]
+            geo = g["speed"]["geomean_speedup"]
+            lines += ["", f"Geomean speedup over the faster of ATen and Triton: "
+                      f"{'-' if geo is None else f'{geo:.3f}'}", ""]
     return "\n".join(lines)
 
 
@@ -389,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
     parser.add_argument("--skip-numerics", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-grouped", action="store_true",
+                        help="leave out the grouped (MoE) GEMM numerics and speed")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -417,6 +598,14 @@ def main(argv: list[str] | None = None) -> int:
         }
     if not args.skip_speed:
         report["speed"] = run_speed(pre.arch, device, quick=args.quick, log=log)
+    if not args.skip_grouped:
+        grouped_rows = [] if args.skip_numerics else run_grouped_numerics(
+            pre.arch, device, quick=args.quick, log=log)
+        report["grouped"] = {
+            "cases": len(grouped_rows), "failed": sum(not r["ok"] for r in grouped_rows),
+            "failures": [r for r in grouped_rows if not r["ok"]],
+            "speed": None if args.skip_speed else run_grouped_speed(
+                pre.arch, device, quick=args.quick, log=log)}
     report["seconds"] = round(time.perf_counter() - start, 1)
     if args.out:
         args.out.write_text(markdown_report(report))
@@ -443,7 +632,18 @@ def main(argv: list[str] | None = None) -> int:
             console.print(table)
             geo = report["speed"]["geomean_speedup"]
             console.print(f"geomean speedup: {'-' if geo is None else f'{geo:.3f}'}")
-    failed = report.get("numerics", {}).get("failed", 0)
+        if "grouped" in report:
+            g = report["grouped"]
+            console.print(f"grouped numerics: {g['cases']} launches, {g['failed']} failed")
+            if g["speed"]:
+                table = Table(title=f"grouped GEMM (MoE) on {pre.device_name} ({pre.arch})")
+                for column in GROUPED_COLUMNS:
+                    table.add_column(column)
+                for row in grouped_table_rows(g["speed"]):
+                    table.add_row(*row)
+                console.print(table)
+    failed = (report.get("numerics", {}).get("failed", 0)
+              + (report.get("grouped") or {}).get("failed", 0))
     return EXIT_NUMERICS if failed else EXIT_OK
 
 

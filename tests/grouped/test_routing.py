@@ -90,3 +90,29 @@ def test_served_winner_is_the_best_worst_case(tmp_path: Path) -> None:
     # other software: nothing exact, nothing served
     assert db.lookup_routed(MI355X, replace(NOW, torch="2.14.1+rocm7.0"), PROBLEM) is None
     db.close()
+
+
+def test_report_lists_grouped_gemms_apart(tmp_path: Path) -> None:
+    from inductor_flydsl.report import load_report, render_markdown
+
+    user = tmp_path / "u.db"
+    _record(user, PROBLEM, {"fly-a": 1.0, "aten": 1.3})
+    _record(user, routing.routed(PROBLEM, "zipf"), {"fly-a": 4.8, "aten": 3.0})
+    dense = synthetic_problem("mm", 512, 4096, 4096, dtype="bfloat16", layout="nt")
+    db = TuningDB.open(user, writable=True)
+    db.record_selection(MI355X, NOW, dense, [
+        CandidateResult("aten-mm", "aten", "mm", {}, 2.0),
+        CandidateResult("tri", "triton", "triton_mm", {"BLOCK_M": 64}, 1.6)])
+    db.close()
+    report = load_report(user)
+    families = dict(zip(report.problems["problem"], report.problems["family"], strict=True))
+    assert families == {"mm bfloat16 512x4096x4096 nt": "dense",
+                        "grouped_mm bfloat16 8x4096x28672x4096 nt": "grouped",
+                        "grouped_mm bfloat16 8x4096x28672x4096 nt routing=zipf": "grouped"}
+    assert sorted(report.geomeans["family"]) == ["dense", "grouped"]
+    assert {g["family"] for g in report.summary()["geomeans"]} == {"dense", "grouped"}
+    text = render_markdown(report)
+    dense_part, grouped_part = text.split("## Grouped GEMM (mixture-of-experts) winners")
+    assert "mm bfloat16 512x4096x4096 nt" in dense_part and "grouped_mm" not in \
+        dense_part.split("## Winners per problem")[1]
+    assert "routing=zipf" in grouped_part.split("##")[0]
