@@ -246,7 +246,8 @@ class Problem:
     def groups(self) -> int:
         """G of a grouped GEMM with 3-D weights (``grouped_mm`` of a 2-D A and a 3-D B),
         else 0."""
-        if self.op != "grouped_mm" or len(self.inputs) < 2 or len(self.inputs[1].size) != 3:
+        if (self.op != "grouped_mm" or len(self.inputs) < 2 or len(self.inputs[0].size) != 2
+                or len(self.inputs[1].size) != 3):
             return 0
         return self.inputs[1].size[0]
 

@@ -15,6 +15,7 @@ Two layers, each returning every reason it says no (an empty list means yes):
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import importlib.util
 from dataclasses import dataclass, field
@@ -201,10 +202,13 @@ def grouped_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) 
     if problem.dynamic:
         reasons.append(f"dynamic shapes: symbolic {problem.symbolic_text()}; the grouped "
                        "template is offered for static shapes")
+    if len(problem.inputs) == 2 and all(len(t.size) == 3 for t in problem.inputs):
+        # 3-D x 3-D without offs: a bmm (the provider offers the dense template's bmm)
+        return problem_reasons(dataclasses.replace(problem, op="bmm"), offsets=offsets)
     if len(problem.inputs) != 3:
         return [*reasons, f"grouped_mm with {len(problem.inputs)} inputs: the template takes "
-                "A, B and offs (no bias: torch's _grouped_mm has none; no 3-D x 3-D "
-                "batched form without offs)"]
+                "A, B and offs, or 3-D A and B without offs (no bias: torch's _grouped_mm "
+                "has none)"]
     a, b, offs = problem.inputs
     if len(a.size) != 2 or len(b.size) != 3:
         return [*reasons, f"grouped_mm of a {len(a.size)}-D A and a {len(b.size)}-D B: the "
@@ -274,6 +278,8 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
                       limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
     """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first
     (a grouped GEMM: from the grouped DEFAULT list, whatever the search space)."""
+    if problem.op == GROUPED_OP and len(problem.inputs) == 2:  # 3-D x 3-D: a bmm
+        problem = dataclasses.replace(problem, op="bmm")
     if problem.op == GROUPED_OP:
         return grouped_candidate_configs(problem, arch, limit=limit)
     dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]

@@ -9,6 +9,7 @@ added, ATen and Triton are untouched, and a debug log line says why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -93,6 +94,11 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     arch, reasons = runtime_target(layout.device)
     reasons += inductor_config_reasons()
     problem = problem_from_ir(name, input_nodes, layout, choices)
+    kernel_op = name
+    if name == "grouped_mm" and len(input_nodes) == 2:
+        # 3-D x 3-D without offsets: every group has the same M, which is a bmm; the
+        # dense template serves it (the key stays grouped_mm's)
+        problem, kernel_op = dataclasses.replace(problem, op="bmm"), "bmm"
     if not reasons:
         reasons = problem_reasons(problem, offsets=_offsets(input_nodes))
     if name == "addmm" and not problem.epilogue:
@@ -108,7 +114,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     configs = candidate_configs(problem, str(arch),
                                 search_space=str(config.max_autotune_gemm_search_space))
     epilogue = dict(problem.epilogue)
-    made = [FlydslChoiceCaller(kernel_choice(name), input_nodes, layout, c,
+    made = [FlydslChoiceCaller(kernel_choice(kernel_op), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),
                                beta=float(epilogue.get("beta", 1.0)),
                                dynamic_m=problem.dynamic) for c in configs]
@@ -117,7 +123,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     by_id = {caller.config_id: config for caller, config in zip(made, configs, strict=True)}
 
     def prepare(selected: Sequence[Any]) -> None:
-        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch), name,
+        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch), kernel_op,
                       problem)
 
     for caller in made:

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+from dataclasses import replace
+
 import pytest
 
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
@@ -56,7 +58,14 @@ def test_other_grouped_forms_are_refused() -> None:
     b = TensorSpec("bfloat16", (4, 128, 64), (8192, 64, 1))
     out = TensorSpec("bfloat16", (4, 64, 64), (0, 0, 0))
     batched = Problem(op="grouped_mm", inputs=(a, b), output=out)
-    assert "no 3-D x 3-D batched form" in explain(batched, "gfx950").reasons[0]
+    # 3-D x 3-D without offsets: equal groups, a bmm: the dense template's bmm configs
+    result = explain(batched, "gfx950")
+    assert result.eligible and result.configs and all(
+        c["split_k"] == 1 for c in result.configs)
+    odd = Problem(op="grouped_mm", inputs=(a, replace(b, size=(4, 128, 60),
+                                                       stride=(7680, 60, 1))),
+                  output=replace(out, size=(4, 64, 60)))
+    assert any("N=60" in r for r in explain(odd, "gfx950").reasons)
     a2 = TensorSpec("bfloat16", (64, 128), (128, 1))
     b2 = TensorSpec("bfloat16", (128, 64), (64, 1))
     offs = TensorSpec("int32", (4,), (1,))

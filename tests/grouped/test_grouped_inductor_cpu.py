@@ -103,3 +103,35 @@ def test_grouped_problem_recorded_then_served(tmp_path: Path) -> None:
     assert third["stats"]["hits"] == 1 and third["stats"]["benchmarked"] == 0
     source = third["stats"]["decisions"][0]["source"]
     assert "routings inductor,zipf" in source and third["builds"] == 0
+
+
+BATCHED = r"""
+import json, sys, torch, torch._inductor.config as ic
+import inductor_flydsl
+from inductor_flydsl.flydsl_backend import provider
+provider.runtime_target = lambda device: ("gfx950", [])
+inductor_flydsl.enable(sys.argv[1], "readwrite")
+ic.max_autotune_gemm_backends = "ATEN,FLYDSL"
+a = torch.randn(4, 64, 128, dtype=torch.bfloat16)
+b = torch.randn(4, 128, 64, dtype=torch.bfloat16)
+fn = lambda a, b: torch._grouped_mm(a.relu(), b.relu())  # 3-D x 3-D: no offsets
+y = torch.compile(fn, mode="max-autotune")(a, b)
+torch.testing.assert_close(y, fn(a, b))
+print(json.dumps(inductor_flydsl.stats()))
+"""
+
+
+def test_batched_grouped_mm_gets_the_dense_bmm_kernel(tmp_path: Path) -> None:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c"),
+           "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_BUILD_JOBS": "0"}
+    db = tmp_path / "t.db"
+    proc = subprocess.run([sys.executable, "-c", BATCHED, str(db)], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert stats["recorded"] == 1
+    assert stats["decisions"][0]["problem"] == "grouped_mm bfloat16 4x64x64x128 nn"
+    rows = list(sqlite_utils.Database(db).query(
+        "select * from results where backend = 'flydsl'"))
+    assert rows and all(r["candidate_id"].startswith("flydsl-gemm_dense-") and
+                        "-bmm-" in r["candidate_id"] and r["status"] == "failed" for r in rows)
