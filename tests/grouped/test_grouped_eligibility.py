@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-
 from dataclasses import replace
 
 import pytest
