@@ -128,17 +128,23 @@ def routed(problem, routing: str):
 
 
 def offs_index(name: str, input_nodes) -> int | None:
-    """Where a grouped GEMM selection's ``offs`` input is (A, B[, scales], offs), or None
-    when it has none (3-D x 3-D) or this is not a grouped GEMM."""
+    """Where the ``offs`` input of a routable grouped GEMM selection is: 2-D tokens A
+    (T, K) times 3-D weights B (G, K, N) with int32 group ends, static sizes (the
+    routings split T rows). None for anything else (3-D x 3-D, K-grouped 2-D x 2-D,
+    3-D x 2-D, symbolic sizes, not a grouped GEMM)."""
     if name != GROUPED_OP or len(input_nodes) < 3:
         return None
     try:
-        dtype = input_nodes[-1].get_dtype()
-    except (AttributeError, NotImplementedError):
-        return None
-    import torch
+        import torch
 
-    return len(input_nodes) - 1 if dtype == torch.int32 else None
+        a, b, offs = input_nodes[0], input_nodes[1], input_nodes[-1]
+        if (offs.get_dtype() != torch.int32 or len(a.get_size()) != 2
+                or len(b.get_size()) != 3):
+            return None
+        int(a.get_size()[0]), int(offs.get_size()[0])  # static sizes only
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return None
+    return len(input_nodes) - 1
 
 
 def benchmark_offsets_fn(routing: str, tokens: int, groups: int):

@@ -464,7 +464,9 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
         row.update(flydsl_ms=None, flydsl_config=None)
     baselines = [v for v in (row["aten_ms"], row["triton_ms"]) if v]
     row["baseline_ms"] = min(baselines)
-    row["speedup"] = row["baseline_ms"] / row["flydsl_ms"] if row["flydsl_ms"] else None
+    # a wrong result has no speed
+    fast_and_right = row["flydsl_ms"] and row.get("flydsl_numerics_ok")
+    row["speedup"] = row["baseline_ms"] / row["flydsl_ms"] if fast_and_right else None
     return row
 
 
@@ -481,7 +483,8 @@ def run_grouped_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[
             f"{rows[-1]['speedup'] or float('nan'):.3f}")
     speedups = [r["speedup"] for r in rows if r["speedup"]]
     geomean = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None
-    return {"rows": rows, "geomean_speedup": geomean}
+    return {"rows": rows, "geomean_speedup": geomean,
+            "numerics_failures": sum(r.get("flydsl_numerics_ok") is False for r in rows)}
 
 
 GROUPED_COLUMNS = ["layer", "G x T x N x K", "routing", "FlyDSL ms", "best config", "ATen ms",
@@ -642,8 +645,9 @@ def main(argv: list[str] | None = None) -> int:
                 for row in grouped_table_rows(g["speed"]):
                     table.add_row(*row)
                 console.print(table)
-    failed = (report.get("numerics", {}).get("failed", 0)
-              + (report.get("grouped") or {}).get("failed", 0))
+    grouped_report = report.get("grouped") or {}
+    failed = (report.get("numerics", {}).get("failed", 0) + grouped_report.get("failed", 0)
+              + (grouped_report.get("speed") or {}).get("numerics_failures", 0))
     return EXIT_NUMERICS if failed else EXIT_OK
 
 

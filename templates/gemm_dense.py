@@ -582,7 +582,11 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             sel_rows = fx.Int32(0)
             sel_tile = fx.Int32(0)
             for g in range(0, G, 1):
+                # clamped to [previous end, M]: offsets past the tokens, negative or
+                # decreasing ones never make a workgroup read or write outside A or out
                 group_end = fx.ptr_load(offs_ptr + g, fx.Int32)
+                group_end = (group_end < group_start).select(group_start, group_end)
+                group_end = (group_end > M).select(M, group_end)
                 group_tiles = (group_end - group_start + (tm - 1)) // tm
                 local = pid_m - tiles_before
                 hit = (local < group_tiles).select(local >= 0, False)

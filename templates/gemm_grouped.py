@@ -12,7 +12,9 @@ Operands:
   (``stride(N) == 1``), ``t`` = K-contiguous (``stride(K) == 1``, i.e. ``W.transpose(-2,
   -1)`` of ``(G, N, K)`` weights). Layout letter 0 is always ``n``.
 * ``offs`` is an int32 vector of ``G`` non-decreasing group end offsets, the last at most
-  ``T`` (rows past it are not written, as in torch). Empty groups are allowed.
+  ``T`` (rows past it are not written, as in torch). Empty groups are allowed. The kernel
+  clamps each end to [previous end, T], so bad offsets never make it read or write
+  outside A or ``out`` (their groups are then computed short, never past the tokens).
 * ``out`` is ``(T, N)`` with ``stride(N) == 1``.
 
 The kernel is the dense template's (``gemm_dense``: direct-to-LDS loads, XOR-swizzled
@@ -20,10 +22,11 @@ LDS, the multi-stage pipeline, the MFMA tiling and epilogue are shared, not copi
 its ``grouped_mm`` tile scheduler: the grid covers an upper bound of the number of
 output tiles of all groups together (``sum ceil(rows_g / tile_m) <= (T + G * (tile_m -
 1)) / tile_m``, times the N tiles), each workgroup scans ``offs`` on the GPU to find the
-group and the M tile it owns, and workgroups past the real count exit before loading
-anything. No host synchronization reads ``offs``; empty groups own no tile; a
-one-token group costs one tile. The scan is a scalar loop over the groups (G loads
-per workgroup, from the scalar cache after the first workgroups).
+group and the M tile it owns, and workgroups past the real count skip the rest of the
+kernel after that scan (no operand load, no store). No host synchronization reads
+``offs``; empty groups own no tile; a one-token group costs one tile. The scan is a
+scalar loop over the groups (G loads per workgroup, from the scalar cache after the
+first workgroups).
 
 There is no bias and no split-K: torch 2.13's ``_grouped_mm`` refuses a bias (its
 Inductor lowering does not pass one), and the groups already give skinny problems
@@ -178,9 +181,21 @@ def example_args(config: GemmConfig, *, dtype: str, layout: str,
     return launcher_args(a, b, offs, out)
 
 
+def over_int32_span(a, b, out) -> bool:
+    """True when an operand reaches past the kernel's int32 element offsets (the launch
+    then computes with ATen instead)."""
+    return any(sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1
+               > MAX_SPAN_ELEMENTS for t in (a, b, out) if t.numel())
+
+
 def launch(a, b, offs, out, config: GemmConfig, stream=None) -> None:
-    """Run the kernel on ROCm tensors, writing into preallocated ``out`` (no host sync)."""
+    """Run the kernel on ROCm tensors, writing into preallocated ``out`` (no host sync).
+    Operands past the int32 offsets are computed with ``torch._grouped_mm`` instead."""
     import torch
+
+    if over_int32_span(a, b, out):
+        out.copy_(torch._grouped_mm(a, b, offs=offs))
+        return
 
     arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
     layout = infer_layout(a, b)

@@ -11,7 +11,7 @@ with a representative config: 50 compiles on gfx950 and 35 compiles plus 15 reco
 rejections on gfx942 for DEFAULT. ``--full`` compiles the whole cross product (24
 variants per config); ``--dtype/--layout/--op`` select variants explicitly.
 ``--template gemm_grouped`` checks the grouped (mixture-of-experts) GEMM instead: its
-12 DEFAULT configs for bf16 ``nt`` ``grouped_mm`` plus its 3 other variants (fp16,
+13 DEFAULT configs for bf16 ``nt`` ``grouped_mm`` plus its 3 other variants (fp16,
 ``nn``) once; ``--emulate`` runs each on ragged problems (empty groups, one-token
 groups, one dominant group, a single group).
 """

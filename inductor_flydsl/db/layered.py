@@ -128,7 +128,9 @@ class LayeredTuningDB:
         """A grouped GEMM measured under two or more token routings (``routing.py``: the
         plain key is Inductor's own routing, the others ``routing=<name>``): the candidate
         with the best worst case over them, from the first layer that holds a routed
-        record. None when no layer has two routings recorded for it (exact records only)."""
+        record. The first layer holding any exact record of the problem decides (the
+        user's DB before the shipped ones, as for :meth:`lookup`): None when that layer
+        has fewer than two routings of it."""
         from .. import routing
 
         variants = {"inductor": problem} | {
@@ -141,16 +143,18 @@ class LayeredTuningDB:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
                 continue
             found = {r: s for r, s in selections.items() if s is not None}
+            if not found:
+                continue  # nothing here: the next layer
             if len(found) < 2:
-                continue
+                return None  # this layer decides: its plain (or single routed) record
             times = {r: {c.candidate_id: c.time_ms for c in s.results if c.usable}
                      for r, s in found.items()}
             chosen = routing.worst_case_winner(times)
             if chosen is None:
-                continue
+                return None
             candidate, worst, _ = chosen
             result = next(c for s in found.values() for c in s.results
-                          if c.candidate_id == candidate)
+                          if c.candidate_id == candidate and c.usable)
             return Winner(candidate_id=candidate, backend=result.backend, name=result.name,
                           time_ms=result.time_ms, source=f"{db.path} (routings "
                           f"{','.join(sorted(found))}, worst {worst:.2f}x)",

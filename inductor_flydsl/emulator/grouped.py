@@ -86,11 +86,15 @@ def make_grouped_operands(dtype: str, layout: str, group_rows: list[int], n: int
 
 def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, layout: str,
                     group_rows: list[int], n: int, k: int, scenario: str = "", seed: int = 0,
+                    spare_rows: int = 3, offs: list[int] | None = None,
                     budget: int = DEFAULT_BUDGET, hazards: str = "error") -> GroupedEmulation:
     """Emulate the grouped kernel compiled to ``isa_text`` on one ragged problem.
 
-    ``ok`` needs every group's rows correct, the rows past the last group untouched, no
-    LDS race and no hazard.
+    ``spare_rows`` tokens follow the last group (0: the groups end at T). ``offs``
+    replaces the group end offsets the kernel gets (e.g. malformed ones: the reference
+    clamps them as the kernel must). ``ok`` needs every group's rows correct, the rows
+    past the last group untouched, no LDS race and no hazard; an access outside the
+    operands fails the run.
     """
     import torch
 
@@ -101,8 +105,11 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
                               group_rows=list(group_rows), n=n, k=k)
     start = time.perf_counter()
     try:
-        a, b, offs, out = make_grouped_operands(dtype, layout, group_rows, n, k, seed=seed)
-        args = template.launcher_args(a, b, offs, out)
+        a, b, ends, out = make_grouped_operands(dtype, layout, group_rows, n, k, seed=seed,
+                                                spare_rows=spare_rows)
+        if offs is not None:
+            ends = torch.tensor(offs, dtype=torch.int32)
+        args = template.launcher_args(a, b, ends, out)
         kernel_args, grid, block = template.kernel_launch(config, args)
         program = parse_program(isa_text)
         memory = GlobalMemory()
@@ -115,8 +122,8 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
         result.races = [race.describe() for race in report.races]
         result.hazards = list(report.hazards)
         got = bindings.read_back(out)
-        used = int(offs[-1]) if len(group_rows) else 0
-        expected = grouped_reference(a, b, offs)
+        used = min(max(int(ends.max()), 0), a.shape[0]) if len(ends) else 0
+        expected = grouped_reference(a, b, ends)
         rms_a = float(a.double().pow(2).mean().sqrt())
         rms_b = float(b.double().pow(2).mean().sqrt())
         close = check_close(got[:used], expected[:used], dtype, k=k,

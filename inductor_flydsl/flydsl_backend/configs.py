@@ -68,6 +68,7 @@ DEFAULT: tuple[Any, ...] = tuple(
 # split-K. MoE groups are a few to a few hundred tokens per expert, so the list leans
 # to small and medium M tiles; the large ones serve prefill with few experts.
 _GROUPED_TUPLES = (
+    (16, 64, 64, 1, 2, 2, 1),  # K a multiple of 64 only (e.g. 2880)
     (16, 64, 128, 1, 2, 2, 1),
     (16, 128, 128, 1, 4, 2, 1),
     (32, 64, 128, 1, 2, 2, 1),

@@ -193,11 +193,16 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[
     return reasons
 
 
+def _span(spec: TensorSpec) -> int:
+    return sum((s - 1) * st for s, st in zip(spec.size, spec.stride, strict=True)) + 1
+
+
 def grouped_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[str]:
     """Why the grouped template (``gemm_grouped``) cannot compute a ``grouped_mm``
     problem: it takes a 2-D row-major A ``(T, K)``, 3-D weights ``(G, K, N)`` in either
     memory order of their last two dims and int32 group end offsets, bf16 or fp16,
-    static shapes; K a multiple of 32 and N of 8; 16-byte aligned rows and bases."""
+    static shapes; K a multiple of 64 (the grouped configs' smallest tile_k) and N of 8;
+    16-byte aligned rows and bases; A, B and out within int32 element offsets."""
     reasons: list[str] = []
     if problem.dynamic:
         reasons.append(f"dynamic shapes: symbolic {problem.symbolic_text()}; the grouped "
@@ -245,17 +250,18 @@ def grouped_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) 
                        f"of {ld} elements (16 bytes)")
     if groups > 1 and b.stride[0] % ld:
         reasons.append(f"B's group stride {b.stride[0]} is not a multiple of {ld}")
-    # out: Inductor's grouped layout is row-major with a 16-byte-padded row stride (the
-    # problem key leaves the output's strides to Inductor); the launcher checks it.
-    for name, spec in (("A", a), ("B", b)):
-        span = sum((s - 1) * st for s, st in zip(spec.size, spec.stride, strict=True)) + 1
+    # out: Inductor's grouped layout is row-major with its row stride padded to 16 bytes
+    # (the problem key leaves the output's strides to Inductor)
+    out_span = (t - 1) * (-(-n // ld) * ld) + n
+    for name, span in (("A", _span(a)), ("B", _span(b)), ("out", out_span)):
         if span > req["max_span_elements"]:
             reasons.append(f"{name} spans {span} elements, over the kernel's int32 offsets")
     if n % req["n_multiple"]:
         reasons.append(f"N={n} is not a multiple of {req['n_multiple']}")
-    min_tile_k = min(tpl.TILE_K_CHOICES)
+    min_tile_k = min(c.tile_k for c in DEFAULT_GROUPED)
     if k % min_tile_k:
-        reasons.append(f"K={k} is not a multiple of {min_tile_k} (smallest tile_k)")
+        reasons.append(f"K={k} is not a multiple of {min_tile_k} (the grouped configs' "
+                       "smallest tile_k)")
     for i, offset in enumerate(offsets[:2]):
         if (offset * ELEMENT_BYTES) % req["base_align_bytes"]:
             reasons.append(f"input {i} starts {offset} elements into its storage: not "

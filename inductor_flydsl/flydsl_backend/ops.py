@@ -143,6 +143,8 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
 
     if out.numel() == 0:
         return
+    # operands past the int32 offsets (checked at compile time for the problem's size)
+    # are computed with ATen by the template's launch
     load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config))
 
 

@@ -225,9 +225,12 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
     # A dynamic problem is looked up under its own key (symbolic dims, bucketed hints):
     # the selection a dynamic compile made and recorded, for the same symbolic kernel.
     # A grouped GEMM measured under several token routings: the best worst case.
-    winner = db.lookup_routed(device, software, problem) if routing.active() is None \
+    routed = db.lookup_routed(device, software, problem) if routing.active() is None \
         and problem.op == routing.GROUPED_OP else None
-    winner = winner or db.lookup(device, software, problem)
+    plain = db.lookup(device, software, problem)
+    present = {candidate_id(c) for c in choices}
+    # the routed winner when it is still a candidate, else the plain exact one
+    winner = routed if routed is not None and routed.candidate_id in present else plain
     if winner is not None:
         matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
         if matching:

@@ -132,13 +132,14 @@ def preset(name: str) -> list[SweepItem]:
 
 
 # ---- CSV ------------------------------------------------------------------------------
-CSV_COLUMNS = ("op", "m", "n", "k", "batch", "dtype", "layout")
+CSV_COLUMNS = ("op", "m", "n", "k", "batch", "dtype", "layout", "routing")
 CSV_REQUIRED = ("op", "m", "n", "k", "dtype", "layout")
 
 
 def parse_shapes_csv(path: str | Path) -> list[SweepItem]:
-    """Items from a CSV with the header ``op,M,N,K,batch,dtype,layout`` (names are
-    case-insensitive; ``batch`` may be absent or blank for 1). Blank lines and lines
+    """Items from a CSV with the header ``op,M,N,K,batch,dtype,layout[,routing]`` (names
+    are case-insensitive; ``batch`` may be absent or blank for 1; ``routing``, for
+    ``grouped_mm`` rows, may be absent or blank for ``inductor``). Blank lines and lines
     starting with ``#`` are ignored. Any bad value raises :class:`ItemError` naming the
     file, line and field; duplicates are dropped."""
     path = Path(path)
@@ -180,12 +181,16 @@ def parse_shapes_csv(path: str | Path) -> list[SweepItem]:
 
 
 def write_shapes_csv(items: Iterable[SweepItem], path: str | Path) -> None:
+    """The items as CSV; the ``routing`` column only when an item has one (grouped)."""
+    items = list(items)
+    routed = any(item.routing for item in items)
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["op", "M", "N", "K", "batch", "dtype", "layout"])
+        writer.writerow(["op", "M", "N", "K", "batch", "dtype", "layout"]
+                        + (["routing"] if routed else []))
         for item in items:
             writer.writerow([item.op, item.m, item.n, item.k, item.batch, item.dtype,
-                             item.layout])
+                             item.layout] + ([item.routing] if routed else []))
 
 
 # ---- misses ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def test_configs_suit_the_average_group() -> None:
 
 @pytest.mark.parametrize(("problem", "reason"), [
     (_problem(n=100), "N=100 is not a multiple of 8"),
-    (_problem(k=100), "K=100 is not a multiple of 32"),
+    (_problem(k=100), "K=100 is not a multiple of 64"),
     (_problem(layout="tn"), "A is not row-major"),
     (_problem(dtype="float32"), "not all bfloat16 or all float16"),
     (_problem(t=4096, n=4096, k=7168, g=256), "over the kernel's int32 offsets"),
@@ -88,3 +88,13 @@ def test_explain_cli_grouped(tmp_path) -> None:
     assert not refused["eligible"]
     assert any("A is not row-major" in r for r in refused["reasons"])
     assert any("K=4104" in r for r in refused["reasons"])
+
+
+def test_int32_span_of_out_and_small_k() -> None:
+    # Mixtral w13 over 131072 routed tokens: A and B fit int32 offsets, out does not
+    big = explain(_problem(t=131072, n=28672, k=4096, g=8), "gfx950")
+    assert big.reasons == ["out spans 3758096384 elements, over the kernel's int32 offsets"]
+    # K a multiple of 64 but not of 128, with tiny groups: the 16x64x64 config serves it
+    small = explain(_problem(t=64, n=1024, k=2880, g=32), "gfx950")
+    assert small.eligible and {c["tile_k"] for c in small.configs} == {64}
+    assert "K=2848 is not a multiple of 64" in explain(_problem(k=2848), "gfx950").reasons[0]

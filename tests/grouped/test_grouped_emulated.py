@@ -83,3 +83,16 @@ def test_config_with_split_k_is_refused() -> None:
     with pytest.raises(ValueError, match="does not split K"):
         grouped.make_launcher(dataclasses.replace(SMALL, split_k=2), dtype="bf16",
                               layout="nt", arch="gfx950")
+
+
+def test_groups_ending_at_t_and_malformed_offsets(small_isa) -> None:
+    # the last group ends exactly at T (no spare row)
+    run = emulate_grouped(small_isa, grouped, SMALL, dtype="bf16", layout="nt",
+                          group_rows=[7, 0, 20], n=72, k=SMALL.tile_k * 4, spare_rows=0)
+    assert run.ok, run.error
+    # decreasing, negative and past-T ends: clamped to [previous end, T] by the kernel,
+    # never an access outside A or out (the emulator fails the run on one)
+    for bad in ([5, 2, 40], [-3, 9, 1000], [30, 30, 30]):
+        run = emulate_grouped(small_isa, grouped, SMALL, dtype="bf16", layout="nt",
+                              group_rows=[5, 9, 4], n=72, k=SMALL.tile_k * 4, offs=bad)
+        assert run.ok, (bad, run.error)

@@ -116,3 +116,46 @@ def test_report_lists_grouped_gemms_apart(tmp_path: Path) -> None:
     assert "mm bfloat16 512x4096x4096 nt" in dense_part and "grouped_mm" not in \
         dense_part.split("## Winners per problem")[1]
     assert "routing=zipf" in grouped_part.split("##")[0]
+
+
+def test_user_plain_record_decides_over_a_shipped_routed_one(tmp_path: Path) -> None:
+    user, shipped = tmp_path / "u.db", tmp_path / "s.db"
+    _record(shipped, PROBLEM, {"fly-a": 1.0, "aten": 1.3})
+    _record(shipped, routing.routed(PROBLEM, "zipf"), {"fly-a": 4.8, "aten": 3.0})
+    _record(user, PROBLEM, {"fly-a": 1.0, "aten": 1.3})
+    db = LayeredTuningDB(Settings(db_path=user, mode=Mode.READWRITE, use_shipped=True),
+                         shipped_paths=[shipped])
+    assert db.lookup_routed(MI355X, NOW, PROBLEM) is None  # the user's own record decides
+    assert db.lookup(MI355X, NOW, PROBLEM).candidate_id == "fly-a"
+    db.close()
+    alone = LayeredTuningDB(Settings(db_path=tmp_path / "none.db", mode=Mode.READWRITE,
+                                     use_shipped=True), shipped_paths=[shipped])
+    assert alone.lookup_routed(MI355X, NOW, PROBLEM).candidate_id == "aten"
+    alone.close()
+
+
+def test_only_ragged_static_grouped_selections_are_routed() -> None:
+    class Node:  # the two IR-node methods offs_index reads, with fixed answers
+        def __init__(self, size, dtype=torch.bfloat16):
+            self.size, self.dtype = size, dtype
+
+        def get_size(self):
+            return self.size
+
+        def get_dtype(self):
+            return self.dtype
+
+    offs = Node([8], torch.int32)
+    assert routing.offs_index("grouped_mm", [Node([64, 32]), Node([8, 32, 16]), offs]) == 2
+    assert routing.offs_index("grouped_mm", [Node([64, 32]), Node([32, 16]), offs]) is None
+    assert routing.offs_index("grouped_mm", [Node([8, 4, 32]), Node([8, 32, 16])]) is None
+    assert routing.offs_index("mm", [Node([64, 32]), Node([8, 32, 16]), offs]) is None
+
+
+def test_grouped_items_round_trip_through_csv(tmp_path: Path) -> None:
+    from inductor_flydsl.sweep.presets import parse_shapes_csv, preset, write_shapes_csv
+
+    items = preset("moe-qwen3-30b-a3b")
+    write_shapes_csv(items, tmp_path / "moe.csv")
+    again = parse_shapes_csv(tmp_path / "moe.csv")
+    assert again == items and len({i.routing for i in again}) == 4
