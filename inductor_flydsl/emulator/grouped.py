@@ -54,8 +54,8 @@ def grouped_scenarios(config: Any) -> dict[str, tuple[list[int], int, int]]:
         # empty first, middle and last groups next to a full tile plus a tail
         "empty groups": ([0, tm + 3, 0, 5, 0], n, k),
         "one-token groups": ([1, 1, 2, 1], n, k),
-        # one group larger than the three others together
-        "dominant group": ([2, 2 * tm + 7, 1, 3], n, k),
+        # one group larger than the three others together (a full tile and a tail)
+        "dominant group": ([2, tm + 7, 1, 3], n, k),
         "one group": ([tm + 5], n, k),
     }
 
