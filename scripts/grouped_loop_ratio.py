@@ -16,6 +16,7 @@ more than ``--tolerance`` (default 10%) above the dense ratio.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -34,12 +35,11 @@ def main() -> int:
     args = parser.parse_args()
     archs = args.arch or ["gfx950", "gfx942"]
     layouts = args.layout or ["nt", "nn"]
-    jobs = []
-    for template, op in (("gemm_grouped", "grouped_mm"), ("gemm_dense", "mm")):
-        all_jobs = catalog.build_jobs(archs, dtypes=["bf16"], layouts=layouts, ops=[op],
-                                      template=template)
-        wanted = {tuple(c.to_json().items()) for c in DEFAULT_GROUPED}
-        jobs += [j for j in all_jobs if j.config in wanted]
+    grouped_jobs = catalog.build_jobs(archs, dtypes=["bf16"], layouts=layouts,
+                                      ops=["grouped_mm"], template="gemm_grouped")
+    # the dense kernel with the very same configs (some are not in the dense DEFAULT list)
+    dense_jobs = [dataclasses.replace(j, template="gemm_dense", op="mm") for j in grouped_jobs]
+    jobs = grouped_jobs + dense_jobs
     run = catalog.run_catalog(jobs, workers=args.jobs, db_path=None, progress=not args.json)
     by_key = {(i.job.template, i.job.arch, i.job.layout, i.job.config): i for i in run.results}
     rows, bad = [], []
