@@ -85,14 +85,8 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         if workspace is not None:
             workspace.fill_(float("nan"))  # a partial the kernel never writes shows up
         args = template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
-        kernel_args, grid, block = template.kernel_launch(config, args)
-        program = parse_program(isa_text)
-        memory = GlobalMemory()
-        bindings = Bindings(memory)
-        kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
-        kernarg_address = memory.add("kernarg", kernarg, writable=False)
-        machine = Machine(program, memory, budget=budget, hazards=hazards)
-        report = machine.run(kernarg_address, grid, block)
+        report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
+                                      budget=budget, hazards=hazards)
         result.instructions, result.workgroups = report.instructions, report.workgroups
         result.races = [race.describe() for race in report.races]
         result.hazards = list(report.hazards)
@@ -111,9 +105,7 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         result.worst = close.worst
         result.ok = close.ok and not result.races and not result.hazards
         if not close.ok:
-            result.error = (f"{close.mismatched}/{close.numel} elements outside atol "
-                            f"{close.atol:.3g} + rtol {close.rtol:.3g} (worst {close.worst:.3g}x "
-                            f"the bound, {close.nonfinite} non-finite)")
+            result.error = mismatch_text(close)
         elif result.races:
             result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
         elif result.hazards:
@@ -122,6 +114,26 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)
     return result
+
+
+def run_kernel(isa_text: str, kernel_args: tuple, grid: tuple, block: tuple, *,
+               budget: int = DEFAULT_BUDGET, hazards: str = "error") -> tuple[Any, Bindings]:
+    """Run ``isa_text``'s kernel once on ``kernel_args`` (tensors are bound into emulated
+    global memory): the machine's run report and the bindings to read tensors back."""
+    program = parse_program(isa_text)
+    memory = GlobalMemory()
+    bindings = Bindings(memory)
+    kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
+    kernarg_address = memory.add("kernarg", kernarg, writable=False)
+    machine = Machine(program, memory, budget=budget, hazards=hazards)
+    return machine.run(kernarg_address, grid, block), bindings
+
+
+def mismatch_text(close: Any) -> str:
+    """One line saying how a result missed the tolerances of ``check_close``."""
+    return (f"{close.mismatched}/{close.numel} elements outside atol {close.atol:.3g} + rtol "
+            f"{close.rtol:.3g} (worst {close.worst:.3g}x the bound, {close.nonfinite} "
+            "non-finite)")
 
 
 def tail_shape(config: Any, op: str, layout: str, k_steps: int | None = None

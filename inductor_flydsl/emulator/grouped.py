@@ -14,12 +14,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..routing import offsets
 from .errors import EmulatorError
-from .gemm import TORCH_DTYPES
-from .kernel_args import Bindings, pack_kernargs
-from .machine import DEFAULT_BUDGET, Machine
-from .memory import GlobalMemory
-from .program import parse_program
+from .gemm import TORCH_DTYPES, mismatch_text, run_kernel
+from .machine import DEFAULT_BUDGET
 
 
 @dataclass
@@ -75,11 +73,7 @@ def make_grouped_operands(dtype: str, layout: str, group_rows: list[int], n: int
         b = torch.randn(groups, n, k, generator=gen).to(tdtype).transpose(-1, -2)
     else:
         b = torch.randn(groups, k, n, generator=gen).to(tdtype)
-    ends, running = [], 0
-    for rows in group_rows:
-        running += rows
-        ends.append(running)
-    offs = torch.tensor(ends, dtype=torch.int32)
+    offs = offsets(group_rows)
     out = torch.full((total, n), float("nan"), dtype=tdtype)
     return a, b, offs, out
 
@@ -110,14 +104,8 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
         if offs is not None:
             ends = torch.tensor(offs, dtype=torch.int32)
         args = template.launcher_args(a, b, ends, out)
-        kernel_args, grid, block = template.kernel_launch(config, args)
-        program = parse_program(isa_text)
-        memory = GlobalMemory()
-        bindings = Bindings(memory)
-        kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
-        kernarg_address = memory.add("kernarg", kernarg, writable=False)
-        machine = Machine(program, memory, budget=budget, hazards=hazards)
-        report = machine.run(kernarg_address, grid, block)
+        report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
+                                      budget=budget, hazards=hazards)
         result.instructions, result.workgroups = report.instructions, report.workgroups
         result.races = [race.describe() for race in report.races]
         result.hazards = list(report.hazards)
@@ -133,9 +121,7 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
         result.worst = close.worst
         result.ok = close.ok and untouched and not result.races and not result.hazards
         if not close.ok:
-            result.error = (f"{close.mismatched}/{close.numel} elements outside atol "
-                            f"{close.atol:.3g} + rtol {close.rtol:.3g} (worst {close.worst:.3g}x "
-                            f"the bound, {close.nonfinite} non-finite)")
+            result.error = mismatch_text(close)
         elif not untouched:
             result.error = "the kernel wrote rows past the last group's end"
         elif result.races:
