@@ -13,7 +13,12 @@ variants per config); ``--dtype/--layout/--op`` select variants explicitly.
 ``--template gemm_grouped`` checks the grouped (mixture-of-experts) GEMM instead: its
 13 DEFAULT configs for bf16 ``nt`` ``grouped_mm`` plus its 3 other variants (fp16,
 ``nn``) once; ``--emulate`` runs each on ragged problems (empty groups, one-token
-groups, one dominant group, a single group).
+groups, one dominant group, a single group). ``--template gemm_mx`` checks the
+block-scaled (MXFP8/MXFP4) GEMM, gfx950 only (gfx942 jobs are listed as rejected: it
+has no scaled MFMA): its DEFAULT configs for ``e4m3xe4m3_bf16`` ``nt`` ``mm`` plus every
+other format pairing and op once; ``--dtype`` (repeatable, e.g. ``e2m1xe2m1_bf16``)
+compiles every DEFAULT config of those pairings; ``--emulate`` checks each against a
+float64 dequantize-then-matmul reference.
 """
 
 from __future__ import annotations
@@ -33,19 +38,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from ..flydsl_backend import catalog
 
     tpl = catalog._tpl
+    mx_dtypes = catalog.load_template(catalog.MX_TEMPLATE).DTYPES
     p = subparsers.add_parser(
         "compile-check",
         help="cross-compile FlyDSL configs on the CPU; record ISA resources in the DB",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--template", choices=catalog.TEMPLATES, default=catalog.TEMPLATE,
-                   help="template to compile: the dense GEMM (default) or the grouped "
-                        "(mixture-of-experts) GEMM")
+                   help="template to compile: the dense GEMM (default), the grouped "
+                        "(mixture-of-experts) GEMM or the block-scaled MX GEMM")
     p.add_argument("--arch", action="append", choices=tpl.ARCHS, default=None,
                    help="target arch, repeatable (default: gfx950)")
     p.add_argument("--search-space", type=str.upper, choices=catalog.SEARCH_SPACES,
                    default="DEFAULT", help="DEFAULT list (27 configs) or EXHAUSTIVE (3880)")
-    p.add_argument("--dtype", action="append", choices=tpl.DTYPES, default=None,
-                   help="only these dtypes (repeatable)")
+    p.add_argument("--dtype", action="append", choices=(*tpl.DTYPES, *mx_dtypes), default=None,
+                   help="only these dtypes (repeatable; MX: <a format>x<b format>_<out>)")
     p.add_argument("--layout", action="append", choices=tpl.LAYOUTS, default=None,
                    help="only these layouts (repeatable)")
     p.add_argument("--op", action="append", choices=(*tpl.OPS, "grouped_mm"), default=None,

@@ -2,7 +2,8 @@
 
 Each (dtype, layout, op) variant is run on a small random problem that covers a full
 tile and the M and N tails (:func:`~.gemm.tail_shape`), against torch in float64; a
-grouped GEMM on its ragged scenarios (:mod:`.grouped`).
+grouped GEMM on its ragged scenarios (:mod:`.grouped`); an MX GEMM against its float64
+dequantize-then-matmul reference (:mod:`.mx`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 from ..flydsl_backend.cross_compile import CompileResult, compile_config, load_template
 from .gemm import emulate_gemm, tail_shape
 from .grouped import emulate_grouped_scenarios
+from .mx import emulate_mx, mx_tail_shape
 
 GROUPED_OP = "grouped_mm"
+MX_TEMPLATE = "gemm_mx"
 
 
 def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
@@ -29,6 +32,10 @@ def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
     if result.op == GROUPED_OP:
         return emulate_grouped_scenarios(Path(result.isa_path).read_text(), template, config,
                                          dtype=result.dtype, layout=result.layout, seed=seed)
+    if result.template == MX_TEMPLATE:
+        m, n, k = mx_tail_shape(config)
+        return emulate_mx(Path(result.isa_path).read_text(), template, config,
+                          dtype=result.dtype, op=result.op, m=m, n=n, k=k, seed=seed).to_json()
     m, n, k = tail_shape(config, result.op, result.layout)
     run = emulate_gemm(Path(result.isa_path).read_text(), template, config, op=result.op,
                        dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed)

@@ -15,6 +15,18 @@ K = 32 forms keep the pattern with 8 elements per lane (AMD CDNA4 ISA guide). Pr
 bf16/fp16 values are exact; the K-term sum and the add of C are done in float64 and
 rounded once to float32, i.e. the emulator is at least as accurate as the hardware, whose
 internal accumulation order AMD does not specify.
+
+The CDNA4 block-scaled MFMA ``v_mfma_scale_f32_16x16x128_f8f6f4 D, A, B, C, sA, sB``
+(AMD CDNA4 ISA guide and the ROCm blog on CDNA4 matrix cores; the LLVM MC tests give the
+syntax): A and B hold 32 elements per lane in the format ``cbsz`` (A) / ``blgp`` (B)
+names (0 FP8 E4M3, 1 BF8 E5M2, 2 FP6 E2M3, 3 BF6 E3M2, 4 FP4 E2M1; 8, 6 or 4 registers),
+packed little-endian from the first register's low bits. Lane ``l`` holds row (A) or
+column (B) ``l % 16``, K elements ``32 * (l // 16) ... + 31``: exactly one 32-element
+scale block. ``sA``/``sB`` are VGPRs: the byte ``op_sel[i] + 2 * op_sel_hi[i]`` of lane
+``l``'s register is the E8M0 scale (``2^(byte - 127)``, 0xFF = NaN) of the data that lane
+holds. ``D = C + sum_k (A[i,k] sA[i,k/32]) (B[k,j] sB[j,k/32])``; D and C have the 16x16
+layout above. Products of these formats and power-of-two scales are exact in float64;
+the sum is rounded once to float32.
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import re
 import numpy as np
 
 from . import fp
-from .decode import Compiled, DecodeContext, codes, opcode, operands
+from .decode import Compiled, DecodeContext, codes, opcode, operands, vreader
 from .errors import UnknownOpcode
 from .operands import Operand
 from .program import Instruction
@@ -94,3 +106,82 @@ def _mfma16(ins: Instruction, ctx: DecodeContext) -> Compiled:
                 target[d.reg.index + r][m] = out[r][m]
 
     return Compiled(ins, run, codes(a, b, c), codes(d))
+
+
+_SCALED_MFMA_16 = "v_mfma_scale_f32_16x16x128_f8f6f4"
+
+
+def _selector(ins: Instruction, index: int) -> int:
+    """The scale byte operand ``index`` (0: sA, 1: sB) selects: op_sel + 2 * op_sel_hi."""
+    def bit(name: str) -> int:
+        text = ins.modifier(name)
+        if text is None:
+            return 0
+        values = [v.strip() for v in text.strip("[]").split(",")]
+        if len(values) <= index or values[index] not in ("0", "1"):
+            raise UnknownOpcode(f"cannot read {name}:{text} ({ins.where()})")
+        return int(values[index])
+
+    return bit("op_sel") + 2 * bit("op_sel_hi")
+
+
+def _mx_matrix(w: Wave, op: Operand, code: int, regs: int) -> np.ndarray:
+    """A 16 x 128 MX operand (rows = lane % 16) from its registers, as float64."""
+    assert op.reg is not None
+    words = w.vfile(op.reg.file)[op.reg.index: op.reg.index + regs].T  # (64 lanes, regs)
+    per_lane = fp.unpack_mx(words, code, 32)  # (64, 32)
+    return per_lane.reshape(4, 16, 32).transpose(1, 0, 2).reshape(16, 128)
+
+
+def _mx_scales(values: np.ndarray, byte: int) -> np.ndarray:
+    """16 x 128 per-element scales from the scale operand's 64 lane ``values``: lane
+    ``16 g + r``'s selected byte scales row ``r``, K block ``g``."""
+    scale = fp.e8m0_to_f64((values >> np.uint32(8 * byte)) & np.uint32(0xFF))  # (64,)
+    return np.repeat(scale.reshape(4, 16).T, 32, axis=1)
+
+
+@opcode(_SCALED_MFMA_16)
+def _mfma_scale16(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    if ctx.arch != "gfx950":
+        raise UnknownOpcode(f"{ins.mnemonic} does not exist on {ctx.arch} ({ins.where()})")
+    for name in ("abid", "neg_lo", "neg_hi"):
+        if ins.has(name) and ins.modifier(name) not in ("0", "[0,0,0]"):
+            raise UnknownOpcode(f"MFMA modifier {name} is not implemented ({ins.where()})")
+    codes_ab = []
+    for name in ("cbsz", "blgp"):
+        code = int(ins.modifier(name) or 0)
+        if code not in fp.MX_FORMATS:
+            raise UnknownOpcode(f"{name}:{code} names no f8f6f4 format ({ins.where()})")
+        codes_ab.append(code)
+    d, a, b, c, sa, sb = operands(ins, 6)
+    if d.reg is None or a.reg is None or b.reg is None:
+        raise UnknownOpcode(f"MFMA operands must be registers ({ins.where()})")
+    regs = [fp.MX_FORMATS[code][1] for code in codes_ab]  # 32 elements x bits / 32
+    if a.reg.count != regs[0] or b.reg.count != regs[1] or d.reg.count != 4:
+        raise UnknownOpcode(f"MFMA register counts do not match the formats ({ins.where()})")
+    byte_a, byte_b = _selector(ins, 0), _selector(ins, 1)
+    read_sa, read_sb = vreader(sa, ins), vreader(sb, ins)
+
+    def run(w: Wave) -> None:
+        amat = _mx_matrix(w, a, codes_ab[0], regs[0]) * _mx_scales(read_sa(w), byte_a)
+        bmat = _mx_matrix(w, b, codes_ab[1], regs[1]) * _mx_scales(read_sb(w), byte_b)
+        if c.reg is not None:
+            creg = w.vfile(c.reg.file)[c.reg.index: c.reg.index + 4].view(np.float32)
+            cmat = creg.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16).astype(np.float64)
+        else:
+            assert c.const is not None
+            cmat = np.full((16, 16), np.float32(np.uint32(c.const.bits(32, "f32")).view(
+                np.float32)), np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            dmat = (cmat + amat @ bmat.T).astype(np.float32)
+        out = dmat.reshape(4, 4, 16).transpose(1, 0, 2).reshape(4, 64).view(np.uint32)
+        assert d.reg is not None
+        target = w.vfile(d.reg.file)
+        if w.exec_full:
+            target[d.reg.index: d.reg.index + 4] = out
+        else:
+            m = w.exec_mask
+            for r in range(4):
+                target[d.reg.index + r][m] = out[r][m]
+
+    return Compiled(ins, run, codes(a, b, c, sa, sb), codes(d))

@@ -62,10 +62,11 @@ from .cross_compile import CompileResult, load_template, template_source_hash
 from .resources import estimate
 
 TEMPLATE = "gemm_dense"
-TEMPLATES = ("gemm_dense", "gemm_grouped")
+TEMPLATES = ("gemm_dense", "gemm_grouped", "gemm_mx")
 SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
 MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
-MAIN_VARIANTS = {"gemm_dense": MAIN_VARIANT, "gemm_grouped": ("bf16", "nt", "grouped_mm")}
+MAIN_VARIANTS = {"gemm_dense": MAIN_VARIANT, "gemm_grouped": ("bf16", "nt", "grouped_mm"),
+                 "gemm_mx": ("e4m3xe4m3_bf16", "nt", "mm")}
 DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.cross_compile:compile_config"
 EMULATE_COMPILE_FN = "inductor_flydsl.emulator.check:compile_and_emulate"
 BUILD_FN = "inductor_flydsl.flydsl_backend.prebuild:build_config"  # prebuild.py
@@ -77,11 +78,14 @@ REJECTED_PREFIX = "rejected by resource model: "
 # Job outcomes.
 OK, FAILED, REJECTED, CRASHED, TIMEOUT = "ok", "failed", "rejected", "crashed", "timeout"
 
+MX_TEMPLATE = "gemm_mx"
 _tpl = load_template(TEMPLATE)
 # A DEFAULT-list config that fits gfx950 and gfx942 (LDS 55 KiB) with the double-buffered
 # main loop: compiled once for every non-main variant.
 REPRESENTATIVE = _tpl.GemmConfig(tile_m=64, tile_n=128, tile_k=64, waves_m=2, waves_n=2,
                                  stages=2, group_m=8)
+MX_REPRESENTATIVE = load_template(MX_TEMPLATE).MxConfig(tile_m=64, tile_n=128, tile_k=256,
+                                                        waves_m=1, waves_n=2, stages=2)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,10 @@ class JobResult:
 def candidate_configs(search_space: str, template: str = TEMPLATE) -> list[Any]:
     """The search space's configs before the resource model (which is per arch)."""
     space = search_space.upper()
+    if template == MX_TEMPLATE:
+        if space not in SEARCH_SPACES:
+            raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
+        return list(configs_mod.DEFAULT_MX)  # no wider MX space yet
     grouped = template == "gemm_grouped"
     if space == "DEFAULT":
         return list(configs_mod.DEFAULT_GROUPED if grouped else configs_mod.DEFAULT)
@@ -185,7 +193,8 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
     main = MAIN_VARIANTS[template]
     archs = list(dict.fromkeys(archs))
     for arch in archs:
-        if arch not in tpl.ARCHS:
+        # an MX job for an arch without scaled MFMAs is listed, rejected with the reason
+        if arch not in tpl.ARCHS and not (template == MX_TEMPLATE and arch in _tpl.ARCHS):
             raise ValueError(f"unknown arch {arch!r}; use {', '.join(tpl.ARCHS)}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
@@ -201,10 +210,16 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
         per_arch: list[Job] = []
         for dtype, layout, op_name in variants:
             chosen = space
+            if template == MX_TEMPLATE:
+                chosen = [c for c in space if c in configs_mod.mx_default_configs(dtype)]
             if sampled and (dtype, layout, op_name) != main:
-                chosen = [REPRESENTATIVE]
+                chosen = [MX_REPRESENTATIVE if template == MX_TEMPLATE else REPRESENTATIVE]
             for config in chosen:
-                _, _, fits, reasons = estimate(config, dtype, arch)
+                if template == MX_TEMPLATE:
+                    reason = tpl.resource_reason(config, dtype, arch)
+                    fits, reasons = reason is None, [reason] if reason else []
+                else:
+                    _, _, fits, reasons = estimate(config, dtype, arch)
                 unsupported = tpl.split_k_reason(config, op_name)
                 if unsupported:
                     fits, reasons = False, [unsupported]

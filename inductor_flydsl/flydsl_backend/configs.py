@@ -182,3 +182,41 @@ def prune_for_shape(
         if config not in unique:
             unique.append(config)
     return unique[:limit]
+
+
+# Block-scaled (MX) GEMM (templates/gemm_mx.py, gfx950 only; tile_k counts K elements).
+# Chosen from cross-compiles of every format pairing: none spills; the large tiles give
+# the main loop the most MFMAs per load (prefill), the small ones serve decode shapes.
+# 256x256x128 with 8 waves spills with FP8 operands (256 registers per lane at two
+# waves per SIMD), so it is offered only when both operands are FP4.
+_MX_FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_m")
+_MX_TUPLES = (
+    (256, 128, 128, 2, 2, 2, 8),
+    (128, 256, 128, 2, 2, 2, 8),
+    (128, 128, 128, 2, 2, 3, 8),
+    (128, 128, 256, 2, 2, 2, 8),
+    (128, 128, 128, 2, 2, 2, 8),
+    (64, 128, 256, 1, 2, 2, 8),
+    (64, 64, 256, 1, 1, 2, 1),
+    (32, 64, 256, 1, 1, 2, 1),
+    (16, 128, 256, 1, 2, 3, 1),
+    (16, 64, 128, 1, 1, 3, 1),
+)
+_MX_FP4_ONLY_TUPLES = ((256, 256, 128, 4, 2, 2, 8),)
+
+
+def _mx_configs(tuples: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
+    from .cross_compile import load_template
+
+    mx = load_template("gemm_mx")
+    return tuple(mx.MxConfig(**dict(zip(_MX_FIELDS, t, strict=True))) for t in tuples)
+
+
+DEFAULT_MX: tuple[Any, ...] = _mx_configs(_MX_TUPLES + _MX_FP4_ONLY_TUPLES)
+_MX_FP4_ONLY: tuple[Any, ...] = _mx_configs(_MX_FP4_ONLY_TUPLES)
+
+
+def mx_default_configs(dtype: str) -> list[Any]:
+    """The MX DEFAULT list for one variant dtype (``<a>x<b>_<out>``)."""
+    both_fp4 = dtype.startswith("e2m1xe2m1_")
+    return [c for c in DEFAULT_MX if both_fp4 or c not in _MX_FP4_ONLY]

@@ -1,0 +1,95 @@
+"""Float64 references for block-scaled (MX) GEMMs: dequantize, then matmul.
+
+An MX operand is a K-contiguous matrix of FP8 (``float8_e4m3fn``, ``float8_e5m2``) or
+FP4 (``float4_e2m1fn_x2``, two elements per byte, the lower K index in the low nibble)
+values with one E8M0 scale (``float8_e8m0fnu``, ``2^(byte - 127)``, 0xFF = NaN) per 32
+consecutive K elements of a row. Element values come from the formats' definitions
+(the same tables the ISA emulator uses), not from torch's casts, which have no FP4.
+
+Tolerances (:func:`validate_mx_output`): the reference dequantizes the *same* quantized
+inputs, so the FP8/FP4 quantization error is not part of the comparison; every product
+of two MX elements and their power-of-two scales is exact in fp32's significand (at
+most 4 + 4 significant bits), so what is left is the fp32 accumulation in an order the
+hardware does not specify and the final rounding to the output dtype. These are the
+dense GEMM's tolerances for the output dtype (``tolerances.py``: rtol twice the output's
+unit roundoff, atol growing with sqrt(K) times the RMS of the dequantized operands).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..emulator.fp import MX_FORMATS, e8m0_to_f64
+from .tolerances import check_close
+
+BLOCK = 32
+FORMAT_CODES = {"float8_e4m3fn": 0, "float8_e5m2": 1, "float4_e2m1fn_x2": 4}
+
+
+def format_code(tensor: torch.Tensor) -> int:
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name not in FORMAT_CODES:
+        raise ValueError(f"{tensor.dtype} is not an MX element dtype ({sorted(FORMAT_CODES)})")
+    return FORMAT_CODES[name]
+
+
+def element_values(tensor: torch.Tensor) -> torch.Tensor:
+    """The float64 values of a 2-D MX element tensor whose last dim is K-contiguous in
+    memory order (FP4 pairs unpacked along the last dim)."""
+    code = format_code(tensor)
+    raw = tensor.contiguous().view(torch.uint8).cpu().numpy()
+    if code == 4:
+        codes = np.stack([raw & 0xF, raw >> 4], axis=-1).reshape(raw.shape[0], -1)
+    else:
+        codes = raw
+    return torch.from_numpy(MX_FORMATS[code][2][codes])
+
+
+def dequantize(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """(rows, K) float64 values of an MX operand given row-major (rows, K[/2]) and its
+    (rows, K / 32) E8M0 scales."""
+    values = element_values(tensor)
+    rows, k = values.shape
+    s = torch.from_numpy(e8m0_to_f64(scale.contiguous().view(torch.uint8).cpu().numpy()))
+    return values * s[:rows, : k // BLOCK].repeat_interleave(BLOCK, dim=1)
+
+
+def mx_reference(a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
+                 scale_b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``(A * 2^sa) @ (B * 2^sb)^T (+ bias)`` in float64 on the CPU; ``b_t`` is B as
+    (N, K[/2]) rows (the K-contiguous weight)."""
+    out = dequantize(a, scale_a) @ dequantize(b_t, scale_b).T
+    if bias is not None:
+        out = out + bias.double().cpu()
+    return out
+
+
+def check_mx(out: torch.Tensor, a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
+             scale_b: torch.Tensor, bias: torch.Tensor | None = None):
+    """A :class:`~.tolerances.CloseReport` of ``out`` against :func:`mx_reference`."""
+    deq_a, deq_b = dequantize(a, scale_a), dequantize(b_t, scale_b)
+    expected = deq_a @ deq_b.T
+    if bias is not None:
+        expected = expected + bias.double().cpu()
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[out.dtype]
+    rms = float(deq_a.pow(2).mean().sqrt() * deq_b.pow(2).mean().sqrt())
+    return check_close(out.cpu(), expected, dtype, k=deq_a.shape[1], scale=max(rms, 1e-30))
+
+
+def random_operand(rows: int, k: int, fmt: str, gen: torch.Generator) -> torch.Tensor:
+    """A random (rows, K) MX operand of format ``fmt`` (``e4m3``, ``e5m2``, ``e2m1``;
+    FP4 packed as (rows, K / 2)): every finite code appears."""
+    if fmt == "e2m1":
+        codes = torch.randint(0, 16, (rows, k), generator=gen, dtype=torch.uint8)
+        packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        return packed.view(torch.float4_e2m1fn_x2)
+    dtype = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fmt]
+    return (torch.randn(rows, k, generator=gen) * 2).to(dtype)
+
+
+def random_scales(rows: int, k: int, gen: torch.Generator, spread: int = 2) -> torch.Tensor:
+    """(rows, K / 32) E8M0 scales ``2^e``, ``e`` uniform in ``[-spread, spread]``."""
+    e = torch.randint(127 - spread, 128 + spread, (rows, k // BLOCK), generator=gen,
+                      dtype=torch.int16)
+    return e.to(torch.uint8).view(torch.float8_e8m0fnu)
