@@ -240,7 +240,9 @@ class Problem:
         out = self.output.size
         m = out[-2] if len(out) >= 2 else 1
         n = out[-1] if out else 1
-        return m, n, a.size[-1] if a.size else 1
+        k = a.size[-1] if a.size else 1
+        # MXFP4 operands pack two K elements per byte (torch.float4_e2m1fn_x2)
+        return m, n, k * 2 if a.dtype == "float4_e2m1fn_x2" else k
 
     @property
     def groups(self) -> int:

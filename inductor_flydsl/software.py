@@ -82,7 +82,8 @@ class SoftwareInfo:
 _source_hashes: dict[tuple[str, int, int], str] = {}
 # Templates whose kernel is built by another template's code: their hash covers both
 # sources, so a change to the shared kernel invalidates their records too.
-TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {"gemm_grouped": ("gemm_grouped", "gemm_dense")}
+TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {"gemm_grouped": ("gemm_grouped", "gemm_dense"),
+                                                "gemm_mx": ("gemm_mx", "gemm_dense")}
 
 
 def _file_hash(path: Path) -> str | None:

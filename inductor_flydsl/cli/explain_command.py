@@ -25,11 +25,19 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "bfloat16": 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "explain", help="whether FlyDSL is eligible for a GEMM and the configs it would try")
-    p.add_argument("--op", required=True, choices=["mm", "addmm", "bmm", "grouped_mm"])
+    p.add_argument("--op", required=True,
+                   choices=["mm", "addmm", "bmm", "grouped_mm", "scaled_mm"])
     p.add_argument("--shape", required=True,
                    help="MxNxK, or BxMxNxK for bmm, or GxTxNxK for grouped_mm (G groups "
                         "over T tokens, weights G x K x N)")
-    p.add_argument("--dtype", default="bf16", help="bf16, fp16 (fp32 shows the rejection)")
+    p.add_argument("--dtype", default="bf16",
+                   help="bf16, fp16 (fp32 shows the rejection); scaled_mm: mxfp8, mxfp4 or "
+                        "<a>x<b> with formats e4m3, e5m2, e2m1 (e.g. e4m3xe2m1)")
+    p.add_argument("--out-dtype", default="bf16", help="scaled_mm: bf16 or fp16 output")
+    p.add_argument("--bias", action="store_true", help="scaled_mm: with a length-N bias")
+    p.add_argument("--swizzled-scales", action="store_true",
+                   help="scaled_mm: scales in torch's padded 32x4x4 (swizzled) layout, as "
+                        "torch._scaled_mm's MX path takes them (shows the refusal)")
     p.add_argument("--layout", default="nt",
                    help="nn, nt, tn or tt (A then B; t = col-major; grouped_mm: B's last two "
                         "dims, nt = K-contiguous weights)")
@@ -167,7 +175,19 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
     return entries, status
 
 
+def _mx_problem(args: argparse.Namespace, m: int, n: int, k: int) -> Any:
+    from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+
+    out = DTYPES.get(args.out_dtype.lower())
+    if out not in ("bfloat16", "float16"):
+        raise ValueError(f"--out-dtype {args.out_dtype!r}: use bf16 or fp16")
+    return synthetic_mx_problem(m, n, k, formats=parse_mx_dtype(args.dtype), out_dtype=out,
+                                bias=args.bias, swizzled_scales=args.swizzled_scales)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.op == "scaled_mm":
+        return _run_mx(args)
     try:
         dims = parse_shape(args.shape)
         dtype = DTYPES[args.dtype.lower()]
@@ -303,3 +323,64 @@ def _cell(value: object) -> object:
             return f"ok (max abs err {value['max_abs_err']:.3g}, {value['shape']})"
         return f"WRONG: {value.get('error')}"
     return value
+
+
+def _run_mx(args: argparse.Namespace) -> int:
+    """``explain --op scaled_mm``: an MX problem's eligibility, configs and, with
+    --emulate/--isa, each config compiled (and emulated) for the problem's variant."""
+    from ..flydsl_backend import catalog
+    from ..flydsl_backend.mx_eligibility import variant_dtype
+
+    try:
+        dims = parse_shape(args.shape)
+        if len(dims) != 3:
+            raise ValueError("scaled_mm takes MxNxK")
+        m, n, k = dims
+        problem = _mx_problem(args, m, n, k)
+    except ValueError as exc:
+        return fail(f"bad --shape/--dtype for scaled_mm: {exc}")
+    result = explain(problem, args.arch, search_space=args.search_space,
+                     check_runtime=args.check_runtime)
+    status = 0
+    if (args.emulate or args.isa is not None) and result.eligible:
+        from ..flydsl_backend.toolchain import ToolchainError
+
+        variant, op = variant_dtype(problem), "addmm" if args.bias else "mm"
+        jobs = [catalog.Job("gemm_mx", tuple(sorted(c.items())), args.arch, variant, "nt", op)
+                for c in result.configs]
+        try:
+            with tempfile.TemporaryDirectory(prefix="flydsl-explain-") as tmp:
+                run_ = catalog.run_catalog(
+                    jobs, db_path=None, progress=False, dump_dir=Path(tmp),
+                    compile_fn=(catalog.EMULATE_COMPILE_FN if args.emulate
+                                else catalog.DEFAULT_COMPILE_FN))
+                by_key = {item.job.key: item.result for item in run_.results}
+                if args.isa is not None:
+                    args.isa.mkdir(parents=True, exist_ok=True)
+                for rank, (entry, job) in enumerate(zip(result.configs, jobs, strict=True), 1):
+                    compiled = by_key[job.key]
+                    if args.emulate:
+                        entry["emulation"] = _verdict(compiled)
+                        status |= 0 if entry["emulation"]["ok"] else 1
+                    if args.isa is not None:
+                        name = _isa_name(rank, dict(job.config), args.arch, variant, "nt", op)
+                        entry.update(_isa_fields(compiled, args.isa, name))
+                        status |= 0 if compiled.ok else 1
+        except ToolchainError as exc:
+            return fail(str(exc))
+    if args.json:
+        print_json(result.as_json())
+        return status
+    if result.eligible:
+        console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
+                      f"{len(result.configs)} MX configs, best first", markup=False)
+        fields = [f for f in result.configs[0] if f not in _ISA_KEYS]
+        print_table("configs", fields, [[_cell(c[f]) for f in fields] for c in result.configs])
+        if args.isa is not None:
+            _print_isa_table(result.configs)
+    else:
+        console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:",
+                      markup=False)
+        for reason in result.reasons:
+            console.print(f"  - {reason}", markup=False)
+    return status

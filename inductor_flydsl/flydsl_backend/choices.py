@@ -29,7 +29,9 @@ from .ops import OPS, op_call_name
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
-TEMPLATES = {"grouped_mm": "gemm_grouped"}  # other ops: TEMPLATE
+TEMPLATES = {"grouped_mm": "gemm_grouped", "scaled_mm": "gemm_mx",
+             "scaled_mm_bias": "gemm_mx"}  # other ops: TEMPLATE
+NO_SCALAR_OPS = ("grouped_mm", "scaled_mm", "scaled_mm_bias")  # no alpha/beta arguments
 
 
 def template_for(op: str) -> str:
@@ -44,7 +46,7 @@ def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
                beta: float = 1.0) -> None:
         if op == "addmm":
             custom_op(*inputs, out, config, alpha, beta)
-        elif op == "grouped_mm":
+        elif op in NO_SCALAR_OPS:
             custom_op(*inputs, out, config)
         else:
             custom_op(*inputs, out, config, alpha)
@@ -72,7 +74,7 @@ class FlydslChoiceCaller(ExternKernelCaller):
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
                  config: Any, *, alpha: float, beta: float, dynamic_m: bool = False) -> None:
         kwargs: dict[str, Any] = {"config": canonical_json(config.to_json())}
-        if choice.op != "grouped_mm":  # torch's grouped GEMM has no scalars
+        if choice.op not in NO_SCALAR_OPS:  # grouped and scaled GEMMs take no alpha
             kwargs["alpha"] = alpha
         if choice.op == "addmm":
             kwargs["beta"] = beta

@@ -31,10 +31,11 @@ from .configs import (
     prune_for_shape,
 )
 from .cross_compile import load_template
+from .mx_eligibility import MX_OP, mx_candidate_configs, mx_problem_reasons
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
-SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm")
+SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 GROUPED_OP = "grouped_mm"
 HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
@@ -133,14 +134,18 @@ def dynamic_reasons(problem: Problem) -> list[str]:
     return reasons
 
 
-def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) -> list[str]:
+def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = (),
+                    arch: str | None = None) -> list[str]:
     """Why the template cannot compute ``problem`` (independent of any config).
 
-    ``offsets`` are the storage offsets (elements) of the inputs, when known.
+    ``offsets`` are the storage offsets (elements) of the inputs, when known; ``arch``
+    the compile target, when known (the MX template runs on gfx950 only).
     """
     reasons: list[str] = []
     if problem.op not in SUPPORTED_OPS:
         return [f"op {problem.op} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
+    if problem.op == MX_OP:
+        return mx_problem_reasons(problem, arch=arch, offsets=offsets)
     if problem.op == GROUPED_OP:
         return grouped_problem_reasons(problem, offsets=offsets)
     if problem.dynamic:
@@ -288,6 +293,8 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
         problem = dataclasses.replace(problem, op="bmm")
     if problem.op == GROUPED_OP:
         return grouped_candidate_configs(problem, arch, limit=limit)
+    if problem.op == MX_OP:
+        return mx_candidate_configs(problem, arch, limit=limit)
     dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
     space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
         default_configs(arch, dtype)
@@ -316,7 +323,7 @@ def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     reasons = runtime_reasons() if check_runtime else []
     if arch not in SUPPORTED_ARCHS:
         reasons.append(f"arch {arch} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
-    reasons += problem_reasons(problem)
+    reasons += problem_reasons(problem, arch=arch)
     configs = []
     if not reasons:
         configs = [c.to_json() for c in candidate_configs(problem, arch,

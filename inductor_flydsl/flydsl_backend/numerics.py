@@ -55,6 +55,18 @@ def _rms(t: torch.Tensor) -> float:
 def validate_output(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor,
                     alpha: float, beta: float) -> None:
     """Raise NumericMismatch with a one-line summary when ``out`` is wrong."""
+    if op in ("scaled_mm", "scaled_mm_bias"):  # MX: against dequantize-then-matmul
+        from .mx_numerics import check_mx
+
+        a, b, scale_a, scale_b = inputs[:4]
+        bias = inputs[4] if len(inputs) > 4 else None
+        report = check_mx(out, a, b.t(), scale_a, scale_b, bias)
+        if not report.ok:
+            raise NumericMismatch(
+                f"{report.mismatched}/{report.numel} elements outside atol "
+                f"{report.atol:.3g} + rtol {report.rtol:.3g} of the float64 MX reference; "
+                f"worst {report.worst:.3g}x the bound, {report.nonfinite} non-finite")
+        return
     a, b = (inputs[1], inputs[2]) if op == "addmm" else (inputs[0], inputs[1])
     expected = reference(op, inputs, alpha, beta)
     if op == "grouped_mm":  # only the rows of the groups are defined

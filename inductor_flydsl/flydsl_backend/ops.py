@@ -1,6 +1,7 @@
 """The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
 
-``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm}_out`` are out-variant ops: they write into the
+``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias}_out`` are
+out-variant ops: they write into the
 buffer Inductor allocated (``out``), launch on the current stream and never synchronize
 the host; they allocate nothing except a split-K config's fp32 workspace, which comes from
 torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
@@ -36,11 +37,11 @@ class FlydslRuntimeUnavailable(RuntimeError):
 
 
 @functools.cache
-def _parse_config(config: str):  # returns the template's GemmConfig
+def _parse_config(config: str, template: str = "gemm_dense"):  # the template's config
     from .cross_compile import load_template
 
     data = json.loads(config)
-    return load_template("gemm_dense").GemmConfig.from_json(data)
+    return load_template(template).GemmConfig.from_json(data)
 
 
 def _verify_runtime(device: torch.device) -> None:
@@ -154,7 +155,49 @@ def _grouped_mm_out_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
     return None
 
 
-OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out, "grouped_mm": grouped_mm_out}
+def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+               scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
+               config: str) -> None:
+    _verify_runtime(out.device)
+    from .cross_compile import load_template
+
+    if out.numel() == 0:
+        return
+    load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
+                                    _parse_config(config, "gemm_mx"))
+
+
+@torch.library.custom_op(f"{NAMESPACE}::scaled_mm_out", mutates_args=("out",))
+def scaled_mm_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                  scale_b: torch.Tensor, out: torch.Tensor, config: str) -> None:
+    """``out = (a * 2^scale_a) @ (b * 2^scale_b)`` for MX operands (FP8/FP4 with E8M0
+    scales per 32 K elements) with the MX template (gfx950)."""
+    _mx_launch(a, b, scale_a, scale_b, None, out, config)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::scaled_mm_bias_out", mutates_args=("out",))
+def scaled_mm_bias_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                       scale_b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
+                       config: str) -> None:
+    """:func:`scaled_mm_out` plus a length-N bias."""
+    _mx_launch(a, b, scale_a, scale_b, bias, out, config)
+
+
+@scaled_mm_out.register_fake
+def _scaled_mm_out_fake(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                        scale_b: torch.Tensor, out: torch.Tensor, config: str) -> None:
+    return None
+
+
+@scaled_mm_bias_out.register_fake
+def _scaled_mm_bias_out_fake(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                             scale_b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
+                             config: str) -> None:
+    return None
+
+
+OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out, "grouped_mm": grouped_mm_out,
+       "scaled_mm": scaled_mm_out, "scaled_mm_bias": scaled_mm_bias_out}
 
 
 def op_call_name(op: str) -> str:

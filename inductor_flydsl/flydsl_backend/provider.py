@@ -22,6 +22,7 @@ from .eligibility import (
     problem_reasons,
     runtime_reasons,
 )
+from .mx_eligibility import variant_dtype as mx_variant_dtype
 
 log = logging.getLogger("inductor_flydsl")
 BACKEND_TOKEN = "FLYDSL"
@@ -100,7 +101,9 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
         # dense template serves it (the key stays grouped_mm's)
         problem, kernel_op = dataclasses.replace(problem, op="bmm"), "bmm"
     if not reasons:
-        reasons = problem_reasons(problem, offsets=_offsets(input_nodes))
+        reasons = problem_reasons(problem, offsets=_offsets(input_nodes), arch=arch)
+    if name == "scaled_mm" and len(input_nodes) == 5:
+        kernel_op = "scaled_mm_bias"  # its own custom op (the bias is a positional input)
     if name == "addmm" and not problem.epilogue:
         reasons.append("no ATen choice to take alpha/beta from (ATen backend off)")
     if reasons:
@@ -139,9 +142,14 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
     from .prebuild import start_builds
 
     try:
-        builds = start_builds(template_for(op), configs, arch=arch,
-                              dtype=TORCH_TO_TEMPLATE_DTYPE[problem.dtype], layout=problem.layout,
-                              op=op)
+        if problem.op == "scaled_mm":  # the MX template's variant: formats and output
+            dtype, layout, variant_op = mx_variant_dtype(problem), "nt", (
+                "addmm" if op == "scaled_mm_bias" else "mm")
+        else:
+            dtype, layout, variant_op = (TORCH_TO_TEMPLATE_DTYPE[problem.dtype],
+                                         problem.layout, op)
+        builds = start_builds(template_for(op), configs, arch=arch, dtype=dtype,
+                              layout=layout, op=variant_op)
     except Exception as exc:  # never fail the compile: candidates build on first launch
         log.warning("inductor_flydsl: could not start parallel builds: %s", exc)
         return
