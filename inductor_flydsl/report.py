@@ -10,9 +10,10 @@ problem's results (status ``ok``):
   winner.
 
 Geomeans are given per (device, family, baseline) only: speedups over different
-baselines, on different devices, or of dense and grouped (mixture-of-experts,
-``grouped_mm``) GEMMs are not averaged together; grouped GEMMs have their own table, one
-row per token routing they were measured under.
+baselines, on different devices, or of dense, grouped (mixture-of-experts,
+``grouped_mm``) and scaled (MXFP8/MXFP4/FP8 ``scaled_mm``) GEMMs are not averaged
+together; grouped GEMMs have their own table, one row per token routing they were
+measured under, and so do scaled GEMMs.
 
 Confidence (schema version 2): each winner is ``high``, ``low`` (measured on a busy machine,
 or not separated from the runner-up beyond the noise) or unknown (recorded before version
@@ -78,9 +79,15 @@ def _baseline(group: pd.DataFrame, winner_candidate: str) -> tuple[str, pd.Serie
 GROUPED_OPS = frozenset({"grouped_mm", "scaled_grouped_mm", "grouped_gemm"})
 
 
+SCALED_OPS = frozenset({"scaled_mm", "scaled_mm_v2"})
+
+
 def family_of(op: str) -> str:
-    """``grouped`` for grouped (mixture-of-experts) GEMMs, else ``dense``."""
-    return "grouped" if op in GROUPED_OPS else "dense"
+    """``grouped`` for grouped (mixture-of-experts) GEMMs, ``scaled`` for scaled
+    low-precision ones (MX block-scaled MXFP8/MXFP4, FP8), else ``dense``."""
+    if op in GROUPED_OPS:
+        return "grouped"
+    return "scaled" if op in SCALED_OPS else "dense"
 
 
 def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
@@ -272,6 +279,7 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
              "baseline backend", "baseline ms", "speedup", "candidates", "confidence",
              "IQR ms"]), ""]
         out += _grouped_section(confident[confident["family"] == "grouped"])
+        out += _scaled_section(confident[confident["family"] == "scaled"])
         out += _noisy_section(report)
         out += ["## Wins per backend", "", markdown_table(report.wins), ""]
         out += ["## Geomean speedup", "", markdown_table(report.geomeans), ""]
@@ -317,6 +325,23 @@ def _grouped_section(grouped: pd.DataFrame) -> list[str]:
             markdown_table(grouped, ["device", "problem", "winner_backend", "winner",
                                      "winner_ms", "baseline_backend", "baseline_ms",
                                      "speedup", "candidates", "confidence"],
+                           ["device", "problem", "backend", "winner", "winner ms",
+                            "baseline backend", "baseline ms", "speedup", "candidates",
+                            "confidence"]), ""]
+
+
+def _scaled_section(scaled: pd.DataFrame) -> list[str]:
+    """Scaled low-precision GEMM winners (MXFP8/MXFP4 block-scaled, FP8) apart from the
+    bf16/fp16 ones: their speedups are over ATen's scaled GEMM, not over a dense one."""
+    if scaled.empty:
+        return []
+    return ["## Scaled GEMM (MXFP8 / MXFP4 / FP8) winners", "",
+            "`scaled_mm` problems: the operands' element dtypes and the scales' dtype and "
+            "shape are part of the key (E8M0 scales per 32 K elements: MX). Speedups are "
+            "over ATen's `_scaled_mm` and counted in their own geomean.", "",
+            markdown_table(scaled, ["device", "problem", "winner_backend", "winner",
+                                    "winner_ms", "baseline_backend", "baseline_ms",
+                                    "speedup", "candidates", "confidence"],
                            ["device", "problem", "backend", "winner", "winner ms",
                             "baseline backend", "baseline ms", "speedup", "candidates",
                             "confidence"]), ""]

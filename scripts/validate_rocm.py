@@ -40,6 +40,18 @@ Then:
     "-"). ``--quick``: bf16 ``nt`` numerics, one token count per model. ``--skip-grouped``
     leaves it out.
 
+(d) MX block-scaled GEMM (MXFP8/MXFP4, ``templates/gemm_mx.py``, gfx950 only; on other
+    archs the section says why it is skipped): numerics of every MX DEFAULT config for
+    every format pairing (e4m3, e5m2, e2m1; bf16 out, fp16 for the two main pairings;
+    ``mm`` and ``addmm``) on a tail shape (a full tile plus a partial one in M and N) and a
+    decode shape (M = 1), against a float64 dequantize-then-matmul reference, and checked
+    against ATen's ``torch._scaled_mm`` on the same unswizzled E8M0 scales where ATen
+    takes them (a disagreement is a failure: it would mean the two read the scales
+    differently); speed on the Llama-3-8B and -70B linear layers at M = 16, 256 and 4096
+    for MXFP8 and MXFP4: the best MX DEFAULT config vs ATen (``torch._scaled_mm``).
+    ``--quick``: FP8 x FP8 and FP4 x FP4 numerics, M = 16 and 4096 speed on Llama-3-8B.
+    ``--skip-mx`` leaves it out.
+
 Exit status: 0 all numerics passed, 1 a numerics failure, 2 unsupported environment.
 """
 
@@ -519,6 +531,159 @@ def speed_table_rows(speed: dict[str, Any]) -> list[list[str]]:
              "-" if r["speedup"] is None else f"{r['speedup']:.3f}"] for r in speed["rows"]]
 
 
+# ---------------------------------------------------------------------------
+# MX block-scaled GEMM (gfx950)
+# ---------------------------------------------------------------------------
+
+MX_COLUMNS = ["layer", "format", "M x N x K", "FlyDSL ms", "best config", "ATen ms",
+              "speedup vs ATen"]
+
+
+def _aten_scaled_mm(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out_dtype: Any
+                    ) -> Any:
+    import torch
+
+    return torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
+
+
+def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int, int],
+                     device: Any, seed: int = 0) -> dict[str, Any]:
+    """Launch the MX kernel once; compare with the float64 MX reference and, where ATen
+    runs on these scales, with ATen's result."""
+    import torch
+
+    from inductor_flydsl.emulator.mx import make_mx_operands
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.mx_numerics import check_mx
+
+    mx = load_template("gemm_mx")
+    m, n, k = shape
+    tensors = make_mx_operands(dtype, op, m, n, k, seed=seed)
+    a, b, scale_a, scale_b, bias, out = (None if t is None else t.to(device) for t in tensors)
+    row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "op": op,
+                           "shape": [m, n, k]}
+    try:
+        mx.launch(a, b, scale_a, scale_b, bias, out, config)
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # a compile or launch error is a failed case, not a crash
+        return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    report = check_mx(out, a, b.t(), scale_a, scale_b, bias)
+    row.update(ok=report.ok, kernel=report.to_json(),
+               error=None if report.ok else f"{report.mismatched}/{report.numel} elements "
+               "out of tolerance")
+    try:
+        aten = _aten_scaled_mm(a, b, scale_a, scale_b, bias, out.dtype)
+    except Exception as exc:  # ATen may not take this layout or pairing: not our failure
+        row["aten"] = f"not run: {type(exc).__name__}: {str(exc)[:160]}"
+    else:
+        agrees = check_mx(aten, a, b.t(), scale_a, scale_b, bias).ok
+        row["aten"] = "agrees" if agrees else "DISAGREES with the float64 reference"
+        if not agrees and report.ok:
+            row.update(ok=False, error="ATen's result on these scales disagrees with the "
+                       "float64 reference this kernel matches: the two read the scales "
+                       "differently")
+    return row
+
+
+def run_mx_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
+    from inductor_flydsl.emulator.mx import mx_tail_shape
+    from inductor_flydsl.flydsl_backend import catalog
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+
+    mx = load_template("gemm_mx")
+    dtypes = ["e4m3xe4m3_bf16", "e2m1xe2m1_bf16"] if quick else list(mx.DTYPES)
+    jobs = [j for j in catalog.build_jobs([arch], template="gemm_mx", dtypes=dtypes,
+                                          ops=["mm", "addmm"]) if j.rejected is None]
+    rows = []
+    for i, job in enumerate(jobs, 1):
+        config = mx.MxConfig(**job.config_json)
+        m, n, k = mx_tail_shape(config)
+        for seed, shape in enumerate(((m, n, k), (1, n, k))):
+            rows.append(mx_numerics_case(config, dtype=job.dtype, op=job.op, shape=shape,
+                                         device=device, seed=seed))
+        log(f"mx numerics {i}/{len(jobs)} variants, {sum(not r['ok'] for r in rows)} failed")
+    return rows
+
+
+def mx_speed_shapes(quick: bool) -> list[tuple[str, int, int, int]]:
+    from inductor_flydsl.sweep.presets import LLAMA3_8B, LLAMA3_70B, MX_TOKENS
+
+    models = (("llama3-8b", LLAMA3_8B),) if quick else (("llama3-8b", LLAMA3_8B),
+                                                       ("llama3-70b", LLAMA3_70B))
+    tokens = (16, 4096) if quick else MX_TOKENS
+    return [(f"{model}.{layer}", m, n, k) for model, layers in models
+            for layer, n, k in layers if layer != "gate/up" for m in tokens]
+
+
+def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device: Any
+                  ) -> dict[str, Any]:
+    import torch
+
+    from inductor_flydsl.emulator.mx import make_mx_operands
+    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.flydsl_backend.mx_eligibility import (
+        parse_mx_dtype,
+        synthetic_mx_problem,
+    )
+    from inductor_flydsl.flydsl_backend.mx_numerics import check_mx
+
+    mx = load_template("gemm_mx")
+    name, m, n, k = shape
+    short = {"mxfp8": "e4m3xe4m3_bf16", "mxfp4": "e2m1xe2m1_bf16"}[fmt]
+    a, b, scale_a, scale_b, _, out = (t.to(device) for t in make_mx_operands(
+        short, "mm", m, n, k) if t is not None)
+    row: dict[str, Any] = {"layer": name, "format": fmt, "shape": [m, n, k]}
+    try:
+        _aten_scaled_mm(a, b, scale_a, scale_b, None, torch.bfloat16)
+        row["aten_ms"] = bench_ms(lambda: _aten_scaled_mm(a, b, scale_a, scale_b, None,
+                                                          torch.bfloat16))
+    except Exception as exc:
+        row["aten_ms"], row["aten_error"] = None, f"{type(exc).__name__}: {exc}"[:300]
+    problem = synthetic_mx_problem(m, n, k, formats=parse_mx_dtype(fmt))
+    timings = {}
+    for config in candidate_configs(problem, arch):
+        try:
+            mx.launch(a, b, scale_a, scale_b, None, out, config)
+            timings[config] = bench_ms(
+                lambda c=config: mx.launch(a, b, scale_a, scale_b, None, out, c))
+        except Exception as exc:
+            row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
+    if timings:
+        best = min(timings, key=timings.__getitem__)
+        mx.launch(a, b, scale_a, scale_b, None, out, best)
+        row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
+                   flydsl_numerics_ok=check_mx(out, a, b.t(), scale_a, scale_b).ok)
+    else:
+        row.update(flydsl_ms=None, flydsl_config=None)
+    row["speedup"] = (row["aten_ms"] / row["flydsl_ms"]
+                      if row["aten_ms"] and row["flydsl_ms"] else None)
+    return row
+
+
+def run_mx_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any]:
+    shapes = mx_speed_shapes(quick)
+    rows = []
+    for i, shape in enumerate(shapes, 1):
+        for fmt in ("mxfp8", "mxfp4"):
+            rows.append(mx_speed_case(shape, fmt, arch, device))
+        log(f"mx speed {i}/{len(shapes)}: {shape[0]} M={shape[1]}")
+    geomeans = {}
+    for fmt in ("mxfp8", "mxfp4"):
+        speedups = [r["speedup"] for r in rows if r["format"] == fmt and r["speedup"]]
+        geomeans[fmt] = (math.exp(sum(math.log(x) for x in speedups) / len(speedups))
+                         if speedups else None)
+    return {"rows": rows, "geomean_speedup": geomeans,
+            "numerics_failures": sum(1 for r in rows if r.get("flydsl_numerics_ok") is False)}
+
+
+def mx_table_rows(speed: dict[str, Any]) -> list[list[str]]:
+    return [[r["layer"], r["format"], "x".join(map(str, r["shape"])), _ms(r.get("flydsl_ms")),
+             _config_name(r.get("flydsl_config")), _ms(r.get("aten_ms")),
+             "-" if r.get("speedup") is None else f"{r['speedup']:.2f}"]
+            for r in speed["rows"]]
+
+
 SPEED_COLUMNS = ["M x N x K", "FlyDSL ms", "best config", "ATen ms", "Triton ms",
                  "speedup vs best"]
 
@@ -559,7 +724,36 @@ def markdown_report(report: dict[str, Any]) -> str:
             geo = g["speed"]["geomean_speedup"]
             lines += ["", f"Geomean speedup over the faster of ATen and Triton: "
                       f"{'-' if geo is None else f'{geo:.3f}'}", ""]
+    if report.get("mx") is not None:
+        x = report["mx"]
+        lines += ["## MX block-scaled GEMM (MXFP8 / MXFP4)", ""]
+        if x.get("skipped"):
+            lines += [f"Skipped: {x['skipped']}", ""]
+        else:
+            lines += [f"Numerics: {x['cases']} launches, {x['failed']} failed.", ""]
+            lines += [f"- FAIL {r['dtype']} {r['op']} {'x'.join(map(str, r['shape']))} "
+                      f"{_config_name(r['config'])}: {r['error']}" for r in x["failures"][:50]]
+            if x.get("speed"):
+                lines += ["", "| " + " | ".join(MX_COLUMNS) + " |", "|" + "---|" * len(MX_COLUMNS)]
+                lines += ["| " + " | ".join(row) + " |" for row in mx_table_rows(x["speed"])]
+                geo = x["speed"]["geomean_speedup"]
+                lines += ["", "Geomean speedup over ATen: " + ", ".join(
+                    f"{fmt} {'-' if v is None else f'{v:.3f}'}" for fmt, v in geo.items()), ""]
     return "\n".join(lines)
+
+
+def run_mx(arch: str, device: Any, *, quick: bool, numerics: bool, speed: bool, log: Any
+           ) -> dict[str, Any]:
+    """The MX section of the report (skipped, with the reason, on an arch without scaled
+    MFMAs)."""
+    from inductor_flydsl.flydsl_backend.mx_eligibility import MX_ARCHS
+
+    if arch not in MX_ARCHS:
+        return {"skipped": f"{arch} has no scaled MFMA (MX kernels are gfx950 only)"}
+    rows = run_mx_numerics(arch, device, quick=quick, log=log) if numerics else []
+    return {"cases": len(rows), "failed": sum(not r["ok"] for r in rows),
+            "failures": [r for r in rows if not r["ok"]],
+            "speed": run_mx_speed(arch, device, quick=quick, log=log) if speed else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -573,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-grouped", action="store_true",
                         help="leave out the grouped (MoE) GEMM numerics and speed")
+    parser.add_argument("--skip-mx", action="store_true",
+                        help="leave out the MX (MXFP8/MXFP4) GEMM numerics and speed")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -609,6 +805,9 @@ def main(argv: list[str] | None = None) -> int:
             "failures": [r for r in grouped_rows if not r["ok"]],
             "speed": None if args.skip_speed else run_grouped_speed(
                 pre.arch, device, quick=args.quick, log=log)}
+    if not args.skip_mx:
+        report["mx"] = run_mx(pre.arch, device, quick=args.quick,
+                              numerics=not args.skip_numerics, speed=not args.skip_speed, log=log)
     report["seconds"] = round(time.perf_counter() - start, 1)
     if args.out:
         args.out.write_text(markdown_report(report))
@@ -645,9 +844,27 @@ def main(argv: list[str] | None = None) -> int:
                 for row in grouped_table_rows(g["speed"]):
                     table.add_row(*row)
                 console.print(table)
+        mx_report = report.get("mx") or {}
+        if mx_report.get("skipped"):
+            console.print(f"MX GEMM skipped: {mx_report['skipped']}")
+        elif mx_report:
+            console.print(f"MX numerics: {mx_report['cases']} launches, "
+                          f"{mx_report['failed']} failed")
+            if mx_report.get("speed"):
+                table = Table(title=f"MX GEMM on {pre.device_name} ({pre.arch})")
+                for column in MX_COLUMNS:
+                    table.add_column(column)
+                for row in mx_table_rows(mx_report["speed"]):
+                    table.add_row(*row)
+                console.print(table)
+                console.print(f"geomean speedup over ATen: "
+                              f"{mx_report['speed']['geomean_speedup']}")
     grouped_report = report.get("grouped") or {}
+    mx_report = report.get("mx") or {}
     failed = (report.get("numerics", {}).get("failed", 0) + grouped_report.get("failed", 0)
-              + (grouped_report.get("speed") or {}).get("numerics_failures", 0))
+              + (grouped_report.get("speed") or {}).get("numerics_failures", 0)
+              + mx_report.get("failed", 0)
+              + (mx_report.get("speed") or {}).get("numerics_failures", 0))
     return EXIT_NUMERICS if failed else EXIT_OK
 
 

@@ -1,7 +1,10 @@
 """What an offline sweep tunes: one GEMM per :class:`SweepItem`.
 
-An item is an op (``mm``, ``addmm``, ``bmm``, ``linear`` or ``grouped_mm``), its sizes,
-dtype and operand layout. ``grouped_mm`` is ``torch._grouped_mm`` of M tokens (row-major)
+An item is an op (``mm``, ``addmm``, ``bmm``, ``linear``, ``grouped_mm`` or
+``scaled_mm``), its sizes, dtype and operand layout. ``scaled_mm`` is an MX block-scaled
+GEMM (``torch._scaled_mm`` of ``a @ w.t()`` with E8M0 scales per 32 K elements, bf16 out):
+its dtype is the MX format of both operands, ``mxfp8`` (e4m3) or ``mxfp4`` (e2m1), its
+layout ``nt``. ``grouped_mm`` is ``torch._grouped_mm`` of M tokens (row-major)
 over ``batch`` groups of (K x N) weights (layout's second letter: their memory order),
 benchmarked under the token ``routing`` (``inductor``, ``uniform``, ``zipf``, ``sparse``:
 see ``inductor_flydsl/routing.py``). Its ``item_id`` is a stable hash of those fields,
@@ -27,16 +30,18 @@ from typing import Any
 
 from ..keys import stable_id
 
-OPS = ("mm", "addmm", "bmm", "linear", "grouped_mm")
+OPS = ("mm", "addmm", "bmm", "linear", "grouped_mm", "scaled_mm")
 ROUTINGS = ("inductor", "uniform", "zipf", "sparse")  # grouped_mm only (routing.py)
 LAYOUTS = ("nn", "nt", "tn", "tt")
 DTYPES = ("float32", "bfloat16", "float16")
+MX_DTYPES = ("mxfp8", "mxfp4")  # scaled_mm only
 DTYPE_ALIASES = {
+    "mxfp8": "mxfp8", "mxfp4": "mxfp4",
     "float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16",
 }
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "mxfp8": 1, "mxfp4": 1}
 MAX_DIM = 1 << 20  # per GEMM dimension
 MAX_BATCH = 1 << 16
 MAX_OPERAND_BYTES = 1 << 36  # 64 GiB: anything larger is a typo, not a GEMM to tune
@@ -153,6 +158,12 @@ class SweepItem:
                                 "row-major; the second letter is the weights' order")
         elif routing:
             raise ItemError(f"routing={routing!r} is only allowed with op=grouped_mm")
+        if (op == "scaled_mm") != (dtype in MX_DTYPES):
+            raise ItemError(f"dtype={dtype} with op={op}: the MX dtypes ({', '.join(MX_DTYPES)}) "
+                            "go with op=scaled_mm, and only they")
+        if op == "scaled_mm" and layout != "nt":
+            raise ItemError(f"layout={layout!r} with op=scaled_mm: MX operands are "
+                            "K-contiguous (a @ w.t()), i.e. layout nt")
         if op == "linear" and layout != "nt":
             raise ItemError(f"layout={layout!r} with op=linear: a linear layer is x @ W.T "
                             "with W stored N x K row-major, i.e. layout nt")

@@ -15,6 +15,13 @@ Presets:
   under every token routing (``inductor``, ``uniform``, ``zipf``, ``sparse``). DeepSeek-V3
   is taken with its 256 experts sharded 8 ways (expert parallelism, 32 per GPU, as it is
   deployed): its full 256 x 7168 x 4096 weight tensor is past the kernel's int32 offsets;
+- ``mx-llama3-8b``, ``mx-llama3-70b``: every distinct linear layer of the model as an MX
+  ``scaled_mm`` (``a @ w.t()``), MXFP8 and MXFP4, M = 128, 512 and 4096;
+  ``mx-dense-suite``: the dense suite's shapes whose M is a multiple of 128, MXFP8 and
+  MXFP4. (Multiples of 128 because torch 2.13 traces MX ``_scaled_mm`` only with its E8M0
+  scales counted as rows rounded up to 128 by K/32 rounded up to 4; at such M that count
+  is the unswizzled (M, K/32) layout the MX template reads.) These run on a GPU with MX
+  support (gfx950); elsewhere their compiles fail and the items are recorded failed;
 - ``cpu-smoke``: three tiny fp32 linear layers and one ``mm`` (skipped on CPU, where
   Inductor autotunes only frozen-weight linears), about a minute on 2 cores.
 """
@@ -54,6 +61,11 @@ MOE_MIXTRAL_8X7B = (("w13", 8, 2 * 14336, 4096, 2), ("w2", 8, 4096, 14336, 2))
 MOE_DEEPSEEK_V3_EP8 = (("gate_up", 32, 2 * 2048, 7168, 8), ("down", 32, 7168, 2048, 8))
 MOE_QWEN3_30B_A3B = (("gate_up", 128, 2 * 768, 2048, 8), ("down", 128, 2048, 768, 8))
 MOE_TOKENS = (256, 2048, 16384)  # routed (token, expert) pairs: tokens x top-k
+MX_TOKENS = (16, 256, 4096)  # validate_rocm's MX speed: decode, small and large prefill
+# MX sweep items: token counts that are multiples of 128, where torch 2.13's trace-time
+# check of _scaled_mm's E8M0 scale count (rows rounded up to 128, K/32 to 4) and the
+# unswizzled (M, K/32) layout the MX template reads coincide
+MX_SWEEP_TOKENS = (128, 512, 4096)
 
 _DENSE_BF16_NT_FALLBACK: tuple[tuple[int, int, int], ...] = (
     *((m, 4096, 4096) for m in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)),
@@ -100,6 +112,13 @@ def _grouped_items(layers: Iterable[tuple[str, int, int, int, int]]) -> list[Swe
                    for _, groups, n, k, _ in layers for t in MOE_TOKENS for r in ROUTINGS])
 
 
+def _mx_items(layers: Iterable[tuple[str, int, int]], tokens: Iterable[int] = MX_SWEEP_TOKENS
+              ) -> list[SweepItem]:
+    return dedupe([SweepItem.from_values({"op": "scaled_mm", "m": m, "n": n, "k": k,
+                                          "dtype": dtype, "layout": "nt"})
+                   for _, n, k in layers for m in tokens for dtype in ("mxfp8", "mxfp4")])
+
+
 def _preset_items(name: str) -> list[SweepItem]:
     if name == "dense-bf16-suite":
         return [SweepItem.from_values({"op": "mm", "m": m, "n": n, "k": k,
@@ -117,6 +136,15 @@ def _preset_items(name: str) -> list[SweepItem]:
         return _grouped_items(MOE_DEEPSEEK_V3_EP8)
     if name == "moe-qwen3-30b-a3b":
         return _grouped_items(MOE_QWEN3_30B_A3B)
+    if name == "mx-llama3-8b":
+        return _mx_items(LLAMA3_8B)
+    if name == "mx-llama3-70b":
+        return _mx_items(LLAMA3_70B)
+    if name == "mx-dense-suite":  # the 15-shape suite where M is a multiple of 128
+        return dedupe([SweepItem.from_values({"op": "scaled_mm", "m": m, "n": n, "k": k,
+                                              "dtype": d, "layout": "nt"})
+                       for m, n, k in dense_bf16_shapes() if m % 128 == 0 and k % 128 == 0
+                       for d in ("mxfp8", "mxfp4")])
     if name == "cpu-smoke":
         return [SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "dtype": "float32",
                                        "layout": "nt"}) for op, m, n, k in CPU_SMOKE]
@@ -124,7 +152,8 @@ def _preset_items(name: str) -> list[SweepItem]:
 
 
 PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "moe-mixtral-8x7b",
-           "moe-deepseek-v3", "moe-qwen3-30b-a3b", "cpu-smoke")
+           "moe-deepseek-v3", "moe-qwen3-30b-a3b", "mx-llama3-8b", "mx-llama3-70b",
+           "mx-dense-suite", "cpu-smoke")
 
 
 def preset(name: str) -> list[SweepItem]:
@@ -216,6 +245,16 @@ def item_from_problem(problem: Problem) -> SweepItem:
                                       "batch": problem.groups, "dtype": problem.dtype,
                                       "layout": problem.layout,
                                       "routing": attrs.get("routing", "inductor")})
+    if op == "scaled_mm" and not dynamic_m and len(problem.inputs) == 4:
+        a, b = problem.inputs[:2]
+        mx = {("float8_e4m3fn", "float8_e4m3fn"): "mxfp8",
+              ("float4_e2m1fn_x2", "float4_e2m1fn_x2"): "mxfp4"}.get((a.dtype, b.dtype))
+        if mx is None or problem.output.dtype != "bfloat16":
+            raise ItemError(f"no sweep dtype reproduces scaled_mm of {a.dtype} x {b.dtype} "
+                            f"-> {problem.output.dtype} (sweeps take mxfp8 and mxfp4, bf16 out)")
+        m, n, k = problem.mnk
+        return SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "dtype": mx,
+                                      "layout": "nt"})
     if op not in ("mm", "addmm", "bmm"):
         raise ItemError(f"no sweep op reproduces {op!r}")
     m, n, k = problem.mnk

@@ -125,6 +125,12 @@ def build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
 def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     import torch
 
+    if item.op == "scaled_mm":
+        from ..emulator.mx import make_mx_operands
+
+        variant = {"mxfp8": "e4m3xe4m3_bf16", "mxfp4": "e2m1xe2m1_bf16"}[item.dtype]
+        a, b, scale_a, scale_b, _, _ = make_mx_operands(variant, "mm", item.m, item.n, item.k)
+        return _scaled_mm, tuple(t.to(device) for t in (a, b, scale_a, scale_b))
     dtype = getattr(torch, item.dtype)
     gen = torch.Generator(device=device).manual_seed(0)
     kw = {"device": device, "dtype": dtype, "gen": gen}
@@ -151,6 +157,13 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
         return torch.bmm, (a, b)
     bias = torch.randn(item.n, device=device, dtype=dtype, generator=gen)
     return torch.addmm, (bias, a, b)
+
+
+def _scaled_mm(a: Any, b: Any, scale_a: Any, scale_b: Any) -> Any:
+    """MX GEMM with unswizzled (rows, K/32) E8M0 scales, bf16 out."""
+    import torch
+
+    return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
 
 
 def _grouped_mm(x: Any, w: Any, offs: Any) -> Any:

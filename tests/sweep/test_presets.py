@@ -96,7 +96,7 @@ def test_db_style_values_are_validated() -> None:
 def test_presets() -> None:
     assert set(PRESETS) == {"dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b",
                             "moe-mixtral-8x7b", "moe-deepseek-v3", "moe-qwen3-30b-a3b",
-                            "cpu-smoke"}
+                            "mx-llama3-8b", "mx-llama3-70b", "mx-dense-suite", "cpu-smoke"}
     dense = preset("dense-bf16-suite")
     assert len(dense) == 15
     assert all(i.op == "mm" and i.dtype == "bfloat16" and i.layout == "nt" for i in dense)
