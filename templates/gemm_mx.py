@@ -352,19 +352,22 @@ def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
         sa_offs = scale_offsets(m0 + wave_m * wm, M, ld_sa, rep_m)
         sb_offs = scale_offsets(n0 + wave_n * wn, N, ld_sb, rep_n)
 
-        def load_scale(src, offset):
-            value = fx.ptr_load(src + offset, scale_type)
+        # Scale loads take the lane's (loop invariant) byte offset in a VGPR and the
+        # step's (wave-uniform) one in the buffer load's scalar offset: no per-load VALU.
+        sa_rsrc, sb_rsrc = fx.rocdl.get_buffer_rsrc(sa_src), fx.rocdl.get_buffer_rsrc(sb_src)
+
+        def load_scale(rsrc, offset, k_block):
+            value = scale_type(rocdl.raw_ptr_buffer_load(
+                scale_type.ir_type, rsrc, fx.Int32(offset).ir_value(),
+                fx.Int32(k_block).ir_value(), 0))
             if const_expr(scale_bytes == 4):
                 return value
             return value.to(fx.Int32)  # zero-extended: the high bytes are not selected
 
         def load_scales(step):
-            # the step's (wave-uniform) offset goes into the base, the lane's stays
-            # loop invariant: no per-load address arithmetic
             k_block = step * blocks_per_step
-            a_base, b_base = sa_src + k_block, sb_src + k_block
-            return ([load_scale(a_base, off) for off in sa_offs]
-                    + [load_scale(b_base, off) for off in sb_offs])
+            return ([load_scale(sa_rsrc, off, k_block) for off in sa_offs]
+                    + [load_scale(sb_rsrc, off, k_block) for off in sb_offs])
 
         def lane_offsets(row0, tku, bits):
             """Per MFMA kk of a step, the unit offsets (in a stage) of the lane's chunks
@@ -393,23 +396,45 @@ def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
                                     wave_base, sb0 + slot * b_stage, loads_b)
             return load_scales(step)
 
+        a_reads, b_reads = chunks_per_mfma(bits_a), chunks_per_mfma(bits_b)
+
         def compute_slot(acc, slot, scales):
+            """The MFMAs of one staged K step: per MFMA kk, B's fragments and A's first,
+            then A's next fragment read while a row of MFMAs runs."""
             out = list(acc)
             sa, sb = sa0 + slot * a_stage, sb0 + slot * b_stage
             for kk in range_constexpr(reps):
-                a_frags = [fragment(sa, a_offs[kk], i, tka) for i in range_constexpr(rep_m)]
+                a_next = fragment(sa, a_offs[kk], 0, tka)
                 b_frags = [fragment(sb, b_offs[kk], j, tkb) for j in range_constexpr(rep_n)]
                 for i in range_constexpr(rep_m):
+                    a_frag = a_next
+                    if const_expr(i + 1 < rep_m):
+                        a_next = fragment(sa, a_offs[kk], i + 1, tka)
                     for j in range_constexpr(rep_n):
                         # B first: each lane ends up with 4 consecutive output columns
                         out[i * rep_n + j] = fx.Vector(rocdl.mfma_scale_f32_16x16x128_f8f6f4(
                             acc_type.ir_type,
-                            [b_frags[j], a_frags[i], out[i * rep_n + j], code_b, code_a,
+                            [b_frags[j], a_frag, out[i * rep_n + j], code_b, code_a,
                              kk, scales[rep_m + j], kk, scales[i]]))
             return out
 
         def schedule_hints():
+            """The step's direct-to-LDS loads first; then per MFMA kk the fragment reads
+            the first MFMAs need, and between MFMAs A's next fragment and the scale loads
+            of the step issued here (one per MFMA), so the matrix core is never left
+            waiting for a cluster of other instructions."""
             rocdl.sched_vmem(loads_a + loads_b)
+            for kk in range_constexpr(reps):
+                rocdl.sched_dsrd(rep_n * b_reads + a_reads)  # B's fragments and A's first
+                vmem = 0
+                for i in range_constexpr(rep_m):
+                    for j in range_constexpr(rep_n):
+                        rocdl.sched_mfma(1)
+                        if const_expr(j == 0 and i + 1 < rep_m):
+                            rocdl.sched_dsrd(a_reads)  # A's next fragment
+                        elif const_expr(kk == 0 and vmem < rep_m + rep_n):
+                            rocdl.sched_vmem(1)  # the scale loads, one per MFMA
+                            vmem += 1
             rocdl.sched_barrier(0)
 
         acc = [fx.Vector.filled(4, 0.0, fx.Float32) for _ in range_constexpr(rep_m * rep_n)]
