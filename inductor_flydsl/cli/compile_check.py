@@ -15,10 +15,10 @@ variants per config); ``--dtype/--layout/--op`` select variants explicitly.
 ``nn``) once; ``--emulate`` runs each on ragged problems (empty groups, one-token
 groups, one dominant group, a single group). ``--template gemm_mx`` checks the
 block-scaled (MXFP8/MXFP4) GEMM, gfx950 only (gfx942 jobs are listed as rejected: it
-has no scaled MFMA): its DEFAULT configs for ``e4m3xe4m3_bf16`` ``nt`` ``mm`` plus every
-other format pairing and op once; ``--dtype`` (repeatable, e.g. ``e2m1xe2m1_bf16``)
-compiles every DEFAULT config of those pairings; ``--emulate`` checks each against a
-float64 dequantize-then-matmul reference.
+has no scaled MFMA): every DEFAULT config for every format pairing (``<a>x<b>_bf16``,
+formats e4m3, e5m2, e2m1) ``nt`` ``mm``, plus fp16 output and ``addmm`` once each;
+``--dtype`` (repeatable, e.g. ``e2m1xe2m1_bf16``) selects pairings; ``--emulate`` checks
+each against a float64 dequantize-then-matmul reference.
 """
 
 from __future__ import annotations

@@ -212,7 +212,10 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
             chosen = space
             if template == MX_TEMPLATE:
                 chosen = [c for c in space if c in configs_mod.mx_default_configs(dtype)]
-            if sampled and (dtype, layout, op_name) != main:
+            # MX: every format pairing (bf16 mm) is a main variant: all DEFAULT configs
+            mx_main = (template == MX_TEMPLATE and dtype.endswith("_bf16")
+                       and (layout, op_name) == main[1:])
+            if sampled and (dtype, layout, op_name) != main and not mx_main:
                 chosen = [MX_REPRESENTATIVE if template == MX_TEMPLATE else REPRESENTATIVE]
             for config in chosen:
                 if template == MX_TEMPLATE:

@@ -91,3 +91,32 @@ def test_mx_scaled_mm_is_refused_with_its_reasons_on_cpu(tmp_path: Path) -> None
     assert data["builds"] == 0
     stats = data["stats"]
     assert stats["recorded"] == 0 and stats["benchmarked"] == 0 and stats["errors"] == 0
+
+
+V2_SWIZZLED = r"""
+import torch, torch.nn.functional as F
+from torch.nn.functional import ScalingType, SwizzleType
+scale = torch.full((128 * 8,), 127, dtype=torch.uint8).view(torch.float8_e8m0fnu)
+
+def f(a, w, sa, sb):
+    return F.scaled_mm(a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn).t(), sa,
+                       ScalingType.BlockWise1x32, sb, ScalingType.BlockWise1x32,
+                       swizzle_a=SwizzleType.SWIZZLE_32_4_4,
+                       swizzle_b=SwizzleType.SWIZZLE_32_4_4, output_dtype=torch.bfloat16)
+
+try:
+    torch.compile(f, mode="max-autotune")(torch.randn(128, 256), torch.randn(128, 256),
+                                          scale, scale)
+except Exception as exc:
+    print("error:", type(exc).__name__, exc)
+"""
+
+
+def test_plain_inductor_cannot_lower_mx_scaled_mm_v2_off_rocm(tmp_path: Path) -> None:
+    """What torch 2.13 itself does, without the plugin: off ROCm, ``F.scaled_mm``'s MX
+    recipe traces only with swizzled scales, and Inductor's ``_scaled_mm_v2`` lowering
+    refuses any swizzle, so no such compile reaches a GEMM selection to add FlyDSL to."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c"), "INDUCTOR_FLYDSL": "0"}
+    proc = subprocess.run([sys.executable, "-c", V2_SWIZZLED], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert "does not yet support non-trivial swizzles" in proc.stdout, proc.stdout[-2000:]
