@@ -87,9 +87,7 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         args = template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
         report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
                                       budget=budget, hazards=hazards)
-        result.instructions, result.workgroups = report.instructions, report.workgroups
-        result.races = [race.describe() for race in report.races]
-        result.hazards = list(report.hazards)
+        note_run(result, report)
         if workspace is not None:
             template.reduce_split_k(bindings.read_back(workspace), out)
             got = out
@@ -101,15 +99,7 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         rms_b = float(b.double().pow(2).mean().sqrt())
         close = check_close(got, expected, dtype, k=k, scale=max(abs(alpha) * rms_a * rms_b,
                                                                   1e-30))
-        result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
-        result.worst = close.worst
-        result.ok = close.ok and not result.races and not result.hazards
-        if not close.ok:
-            result.error = mismatch_text(close)
-        elif result.races:
-            result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
-        elif result.hazards:
-            result.error = f"{len(result.hazards)} hazard(s): {result.hazards[0]}"
+        judge(result, close)
     except EmulatorError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)
@@ -127,6 +117,29 @@ def run_kernel(isa_text: str, kernel_args: tuple, grid: tuple, block: tuple, *,
     kernarg_address = memory.add("kernarg", kernarg, writable=False)
     machine = Machine(program, memory, budget=budget, hazards=hazards)
     return machine.run(kernarg_address, grid, block), bindings
+
+
+def note_run(result: GemmEmulation, report: Any) -> None:
+    """Copy a machine run's counts, LDS races and hazards into ``result``."""
+    result.instructions, result.workgroups = report.instructions, report.workgroups
+    result.races = [race.describe() for race in report.races]
+    result.hazards = list(report.hazards)
+
+
+def judge(result: GemmEmulation, close: Any, problem: str | None = None) -> None:
+    """``result``'s verdict from a ``check_close`` report, an extra ``problem`` the runner
+    found (None: none), and the run's races and hazards; the first failure is the error."""
+    result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
+    result.worst = close.worst
+    result.ok = close.ok and problem is None and not result.races and not result.hazards
+    if not close.ok:
+        result.error = mismatch_text(close)
+    elif problem is not None:
+        result.error = problem
+    elif result.races:
+        result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
+    elif result.hazards:
+        result.error = f"{len(result.hazards)} hazard(s): {result.hazards[0]}"
 
 
 def mismatch_text(close: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..routing import offsets
 from .errors import EmulatorError
-from .gemm import TORCH_DTYPES, mismatch_text, run_kernel
+from .gemm import TORCH_DTYPES, judge, note_run, run_kernel
 from .machine import DEFAULT_BUDGET
 
 
@@ -106,9 +106,7 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
         args = template.launcher_args(a, b, ends, out)
         report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
                                       budget=budget, hazards=hazards)
-        result.instructions, result.workgroups = report.instructions, report.workgroups
-        result.races = [race.describe() for race in report.races]
-        result.hazards = list(report.hazards)
+        note_run(result, report)
         got = bindings.read_back(out)
         used = min(max(int(ends.max()), 0), a.shape[0]) if len(ends) else 0
         expected = grouped_reference(a, b, ends)
@@ -117,17 +115,8 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
         close = check_close(got[:used], expected[:used], dtype, k=k,
                             scale=max(rms_a * rms_b, 1e-30))
         untouched = bool(torch.isnan(got[used:].float()).all())
-        result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
-        result.worst = close.worst
-        result.ok = close.ok and untouched and not result.races and not result.hazards
-        if not close.ok:
-            result.error = mismatch_text(close)
-        elif not untouched:
-            result.error = "the kernel wrote rows past the last group's end"
-        elif result.races:
-            result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
-        elif result.hazards:
-            result.error = f"{len(result.hazards)} hazard(s): {result.hazards[0]}"
+        judge(result, close,
+              None if untouched else "the kernel wrote rows past the last group's end")
     except EmulatorError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)

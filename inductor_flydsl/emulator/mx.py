@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .errors import EmulatorError
-from .gemm import GemmEmulation, mismatch_text, run_kernel
+from .gemm import GemmEmulation, judge, note_run, run_kernel
 from .machine import DEFAULT_BUDGET
 
 
@@ -51,19 +51,9 @@ def emulate_mx(isa_text: str, template: Any, config: Any, *, dtype: str, op: str
         args = template.launcher_args(a, b, scale_a, scale_b, bias, out)
         report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
                                       budget=budget, hazards=hazards)
-        result.instructions, result.workgroups = report.instructions, report.workgroups
-        result.races = [race.describe() for race in report.races]
-        result.hazards = list(report.hazards)
+        note_run(result, report)
         close = check_mx(bindings.read_back(out), a, b.t(), scale_a, scale_b, bias)
-        result.max_abs_err = close.max_abs_err if close.nonfinite == 0 else float("inf")
-        result.worst = close.worst
-        result.ok = close.ok and not result.races and not result.hazards
-        if not close.ok:
-            result.error = mismatch_text(close)
-        elif result.races:
-            result.error = f"{len(result.races)} LDS race(s): {result.races[0]}"
-        elif result.hazards:
-            result.error = f"{len(result.hazards)} hazard(s): {result.hazards[0]}"
+        judge(result, close)
     except EmulatorError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)

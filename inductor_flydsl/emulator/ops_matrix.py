@@ -65,6 +65,32 @@ def _check_modifiers(ins: Instruction) -> None:
             raise UnknownOpcode(f"MFMA modifier {name} is not implemented ({ins.where()})")
 
 
+def _read_c16(w: Wave, c: Operand) -> np.ndarray:
+    """The 16 x 16 accumulator C (4 registers, or an inline constant) as float64."""
+    if c.reg is not None:
+        creg = w.vfile(c.reg.file)[c.reg.index: c.reg.index + 4].view(np.float32)
+        return creg.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16).astype(np.float64)
+    assert c.const is not None
+    return np.full((16, 16), np.float32(np.uint32(c.const.bits(32, "f32")).view(np.float32)),
+                   np.float64)
+
+
+def _write_d16(w: Wave, d: Operand, dmat: np.ndarray) -> None:
+    """Round the 16 x 16 float64 result once to fp32 and write it to D's 4 registers in
+    the lanes EXEC enables."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = dmat.astype(np.float32).reshape(4, 4, 16).transpose(1, 0, 2).reshape(4, 64)
+    out = out.view(np.uint32)
+    assert d.reg is not None
+    target = w.vfile(d.reg.file)
+    if w.exec_full:
+        target[d.reg.index: d.reg.index + 4] = out
+    else:
+        m = w.exec_mask
+        for r in range(4):
+            target[d.reg.index + r][m] = out[r][m]
+
+
 @opcode("v_mfma_f32_16x16x32_bf16", "v_mfma_f32_16x16x32_f16", "v_mfma_f32_16x16x16_bf16",
         "v_mfma_f32_16x16x16bf16_1k", "v_mfma_f32_16x16x16_f16", "v_mfma_f32_16x16x16f16")
 def _mfma16(ins: Instruction, ctx: DecodeContext) -> Compiled:
@@ -87,23 +113,8 @@ def _mfma16(ins: Instruction, ctx: DecodeContext) -> Compiled:
     def run(w: Wave) -> None:
         amat = _lane_matrix(w, a, elems, to_f32)  # (16, K)
         bmat = _lane_matrix(w, b, elems, to_f32)  # (16, K): row = column of B
-        if c.reg is not None:
-            creg = w.vfile(c.reg.file)[c.reg.index: c.reg.index + 4].view(np.float32)
-            cmat = creg.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16).astype(np.float64)
-        else:
-            assert c.const is not None
-            cmat = np.full((16, 16), np.float32(np.uint32(c.const.bits(32, "f32")).view(
-                np.float32)), np.float64)
-        dmat = (cmat + amat @ bmat.T).astype(np.float32)  # (16 rows, 16 cols)
-        out = dmat.reshape(4, 4, 16).transpose(1, 0, 2).reshape(4, 64).view(np.uint32)
-        assert d.reg is not None
-        target = w.vfile(d.reg.file)
-        if w.exec_full:
-            target[d.reg.index: d.reg.index + 4] = out
-        else:
-            m = w.exec_mask
-            for r in range(4):
-                target[d.reg.index + r][m] = out[r][m]
+        cmat = _read_c16(w, c)
+        _write_d16(w, d, cmat + amat @ bmat.T)
 
     return Compiled(ins, run, codes(a, b, c), codes(d))
 
@@ -165,23 +176,7 @@ def _mfma_scale16(ins: Instruction, ctx: DecodeContext) -> Compiled:
     def run(w: Wave) -> None:
         amat = _mx_matrix(w, a, codes_ab[0], regs[0]) * _mx_scales(read_sa(w), byte_a)
         bmat = _mx_matrix(w, b, codes_ab[1], regs[1]) * _mx_scales(read_sb(w), byte_b)
-        if c.reg is not None:
-            creg = w.vfile(c.reg.file)[c.reg.index: c.reg.index + 4].view(np.float32)
-            cmat = creg.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16).astype(np.float64)
-        else:
-            assert c.const is not None
-            cmat = np.full((16, 16), np.float32(np.uint32(c.const.bits(32, "f32")).view(
-                np.float32)), np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            dmat = (cmat + amat @ bmat.T).astype(np.float32)
-        out = dmat.reshape(4, 4, 16).transpose(1, 0, 2).reshape(4, 64).view(np.uint32)
-        assert d.reg is not None
-        target = w.vfile(d.reg.file)
-        if w.exec_full:
-            target[d.reg.index: d.reg.index + 4] = out
-        else:
-            m = w.exec_mask
-            for r in range(4):
-                target[d.reg.index + r][m] = out[r][m]
+        cmat = _read_c16(w, c)
+        _write_d16(w, d, cmat + amat @ bmat.T)
 
     return Compiled(ins, run, codes(a, b, c, sa, sb), codes(d))
