@@ -312,39 +312,39 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     return "\n".join(out)
 
 
+_FAMILY_COLUMNS = (["device", "problem", "winner_backend", "winner", "winner_ms",
+                    "baseline_backend", "baseline_ms", "speedup", "candidates", "confidence"],
+                   ["device", "problem", "backend", "winner", "winner ms", "baseline backend",
+                    "baseline ms", "speedup", "candidates", "confidence"])
+
+
+def _family_section(title: str, intro: str, rows: pd.DataFrame) -> list[str]:
+    """A family's winners in their own table (nothing when it has none)."""
+    if rows.empty:
+        return []
+    return [f"## {title}", "", intro, "", markdown_table(rows, *_FAMILY_COLUMNS), ""]
+
+
 def _grouped_section(grouped: pd.DataFrame) -> list[str]:
     """Grouped (MoE) GEMM winners apart from dense ones: G groups over T tokens, one row
     per token routing measured (the plugin serves the best worst case over them)."""
-    if grouped.empty:
-        return []
-    return ["## Grouped GEMM (mixture-of-experts) winners", "",
-            "Problems are `G x T x N x K` (G groups over T routed tokens); `routing=` "
-            "names the token routing a sweep benchmarked (none: Inductor's near-uniform "
-            "split). A compile is served the candidate with the best worst case over "
-            "the routings recorded.", "",
-            markdown_table(grouped, ["device", "problem", "winner_backend", "winner",
-                                     "winner_ms", "baseline_backend", "baseline_ms",
-                                     "speedup", "candidates", "confidence"],
-                           ["device", "problem", "backend", "winner", "winner ms",
-                            "baseline backend", "baseline ms", "speedup", "candidates",
-                            "confidence"]), ""]
+    return _family_section(
+        "Grouped GEMM (mixture-of-experts) winners",
+        "Problems are `G x T x N x K` (G groups over T routed tokens); `routing=` names the "
+        "token routing a sweep benchmarked (none: Inductor's near-uniform split). A compile "
+        "is served the candidate with the best worst case over the routings recorded.",
+        grouped)
 
 
 def _scaled_section(scaled: pd.DataFrame) -> list[str]:
     """Scaled low-precision GEMM winners (MXFP8/MXFP4 block-scaled, FP8) apart from the
     bf16/fp16 ones: their speedups are over ATen's scaled GEMM, not over a dense one."""
-    if scaled.empty:
-        return []
-    return ["## Scaled GEMM (MXFP8 / MXFP4 / FP8) winners", "",
-            "`scaled_mm` problems: the operands' element dtypes and the scales' dtype and "
-            "shape are part of the key (E8M0 scales per 32 K elements: MX). Speedups are "
-            "over ATen's `_scaled_mm` and counted in their own geomean.", "",
-            markdown_table(scaled, ["device", "problem", "winner_backend", "winner",
-                                    "winner_ms", "baseline_backend", "baseline_ms",
-                                    "speedup", "candidates", "confidence"],
-                           ["device", "problem", "backend", "winner", "winner ms",
-                            "baseline backend", "baseline ms", "speedup", "candidates",
-                            "confidence"]), ""]
+    return _family_section(
+        "Scaled GEMM (MXFP8 / MXFP4 / FP8) winners",
+        "`scaled_mm` problems: the operands' element dtypes and the scales' dtype and shape "
+        "are part of the key (E8M0 scales per 32 K elements: MX). Speedups are over ATen's "
+        "`_scaled_mm` and counted in their own geomean.",
+        scaled)
 
 
 def _noisy_section(report: Report) -> list[str]:
