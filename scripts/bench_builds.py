@@ -5,7 +5,9 @@ Each configuration runs in its own process with an empty FlyDSL disk cache and I
 cache: ``torch.compile(mode="max-autotune")`` of one bf16 GEMM with
 ``max_autotune_gemm_backends=ATEN,FLYDSL``, the FlyDSL provider's runtime check replaced
 (as tests/flydsl/test_inductor_integration_cpu.py does) so its DEFAULT candidates for
-gfx950 are offered and built; their launch is then refused (no ROCm here) and ATen wins.
+gfx950 are offered and built (``--candidates N``, default 24: the plugin's
+``INDUCTOR_FLYDSL_CANDIDATES`` setting, whose own default is 12); their launch is then
+refused (no ROCm here) and ATen wins.
 Measured: the serial time (every candidate built one after another in one process, as
 first launches do without parallel builds), then, inside the compile, the wall time from
 the builds' start to the last one done (by a worker process or by the benchmarking
@@ -31,12 +33,13 @@ import json, os, sys, time
 import torch, torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend import prebuild, provider
-from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+from inductor_flydsl.flydsl_backend.eligibility import candidate_configs, configs_per_problem
 from inductor_flydsl.problem import synthetic_problem
 m, n, k = (int(x) for x in sys.argv[2].split("x"))
 if sys.argv[3] == "serial":  # today's cost: every candidate built one after another here
     configs = candidate_configs(synthetic_problem("mm", m, n, k, dtype="bfloat16",
-                                                  layout="nt"), "gfx950")
+                                                  layout="nt"), "gfx950",
+                                limit=configs_per_problem())
     start = time.perf_counter()
     ok = sum(prebuild.build_here("gemm_dense", c.to_json(), arch="gfx950", dtype="bf16",
                                  layout="nt", op="mm").ok for c in configs)
@@ -60,12 +63,12 @@ print("RESULT " + json.dumps({
 """
 
 
-def run(jobs: int | None, shape: str, root: Path) -> dict:
+def run(jobs: int | None, shape: str, root: Path, candidates: int) -> dict:
     """One child: ``jobs`` None builds serially in-process, else compiles with builds."""
     root.mkdir(parents=True)
     env = {**os.environ, "FLYDSL_RUNTIME_CACHE_DIR": str(root / "flydsl_cache"),
            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor_cache"),
-           "INDUCTOR_FLYDSL_SHIPPED": "0"}
+           "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_CANDIDATES": str(candidates)}
     if jobs is not None:
         env["INDUCTOR_FLYDSL_BUILD_JOBS"] = str(jobs)
     env.pop("INDUCTOR_FLYDSL", None)
@@ -85,6 +88,9 @@ def main() -> int:
     parser.add_argument("--jobs", default=f"1,{cpus}",
                         help="INDUCTOR_FLYDSL_BUILD_JOBS values to compile with")
     parser.add_argument("--shape", default="256x1024x512", help="MxNxK of the bf16 mm")
+    parser.add_argument("--candidates", type=int, default=24,
+                        help="FlyDSL configs offered for the shape (INDUCTOR_FLYDSL_CANDIDATES; "
+                             "default 24, the issue's count; the plugin's default is 12)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds; the round with the median ratio is reported")
     parser.add_argument("--json", action="store_true")
@@ -95,12 +101,12 @@ def main() -> int:
         for i in range(args.repeat):
             print(f"[{i + 1}/{args.repeat}] serial builds in one process ...",
                   file=sys.stderr, flush=True)
-            serial = run(None, args.shape, Path(tmp) / f"serial{i}")
+            serial = run(None, args.shape, Path(tmp) / f"serial{i}", args.candidates)
             found = {}
             for j in jobs:
                 print(f"[{i + 1}/{args.repeat}] compile, INDUCTOR_FLYDSL_BUILD_JOBS={j} ...",
                       file=sys.stderr, flush=True)
-                found[j] = run(j, args.shape, Path(tmp) / f"jobs{j}_{i}")
+                found[j] = run(j, args.shape, Path(tmp) / f"jobs{j}_{i}", args.candidates)
                 found[j]["build_over_serial"] = round(found[j]["build_wall_s"]
                                                       / serial["serial_s"], 3)
             rounds.append((serial, found))

@@ -40,6 +40,26 @@ GROUPED_OP = "grouped_mm"
 HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
 CONFIGS_PER_PROBLEM = 12
+ENV_CANDIDATES = "INDUCTOR_FLYDSL_CANDIDATES"
+MAX_CANDIDATES = 64
+
+
+def configs_per_problem() -> int:
+    """How many FlyDSL configs a GEMM shape gets (``INDUCTOR_FLYDSL_CANDIDATES``, 1 to
+    64; default 12): more can find a faster kernel, each costs a build and a benchmark.
+    A bad value is logged and the default used (it must never fail a compile)."""
+    import logging
+    import os
+
+    text = os.environ.get(ENV_CANDIDATES, "").strip()
+    if not text:
+        return CONFIGS_PER_PROBLEM
+    if text.isdigit() and 1 <= int(text) <= MAX_CANDIDATES:
+        return int(text)
+    logging.getLogger("inductor_flydsl").warning(
+        "inductor_flydsl: %s=%r is not a whole number from 1 to %d; using %d",
+        ENV_CANDIDATES, text, MAX_CANDIDATES, CONFIGS_PER_PROBLEM)
+    return CONFIGS_PER_PROBLEM
 
 
 @functools.cache
@@ -327,7 +347,8 @@ def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     configs = []
     if not reasons:
         configs = [c.to_json() for c in candidate_configs(problem, arch,
-                                                          search_space=search_space)]
+                                                          search_space=search_space,
+                                                          limit=configs_per_problem())]
         if not configs:
             reasons.append("no config of the search space fits this shape "
                            "(K must be a multiple of a tile_k that is <= K)")

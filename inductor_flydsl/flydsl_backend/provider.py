@@ -19,6 +19,7 @@ from .eligibility import (
     SUPPORTED_OPS,
     TORCH_TO_TEMPLATE_DTYPE,
     candidate_configs,
+    configs_per_problem,
     problem_reasons,
     runtime_reasons,
 )
@@ -115,7 +116,8 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     from .choices import FlydslChoiceCaller, kernel_choice
 
     configs = candidate_configs(problem, str(arch),
-                                search_space=str(config.max_autotune_gemm_search_space))
+                                search_space=str(config.max_autotune_gemm_search_space),
+                                limit=configs_per_problem())
     epilogue = dict(problem.epilogue)
     made = [FlydslChoiceCaller(kernel_choice(kernel_op), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 import torch
+from torch._inductor.utils import is_mkldnn_bf16_supported
 
 from tests.conftest import isolated_env, run_compile_model
 
@@ -27,10 +28,13 @@ pytestmark = pytest.mark.slow
 
 SUITE = ["--mode", "max-autotune", "--plugin", "--model", "gemm-suite"]
 # op -> problems recorded by the suite on CPU (mm/addmm on a frozen weight lower to mkldnn
-# packed_linear; the bf16 linear to addmm; int4 weight-only and baddbmm get one choice
-# on this CPU, so Inductor does not autotune them and nothing is recorded)
+# packed_linear; the bf16 linear to addmm, or to mkldnn's linear_unary on a CPU with
+# AVX512-BF16 (Inductor packs bf16 weights only where oneDNN has bf16); int4 weight-only
+# and baddbmm get one choice on this CPU, so Inductor does not autotune them and nothing
+# is recorded)
+BF16_LINEAR_OP = "linear_unary" if is_mkldnn_bf16_supported("cpu") else "addmm"
 EXPECTED_OPS = {"qlinear_unary": 3, "qlinear_binary": 1, "packed_linear": 1, "bmm": 1,
-                "_weight_int8pack_mm": 1, "addmm": 1}
+                "_weight_int8pack_mm": 1, BF16_LINEAR_OP: 1}
 STATIC_SELECTIONS = 9  # l1 and l5 share one qlinear problem: 8 problems, 9 selections
 # (the cold process serves l5 from the winner it recorded for l1)
 
@@ -111,17 +115,18 @@ def test_cold_compile_records_every_lowering_with_its_attributes(cold: dict) -> 
     assert isinstance(_attrs(requant[0])["output_zero_point"], int)
     woq = next(p for p in problems.values() if p["op"] == "_weight_int8pack_mm")
     assert [t["dtype"] for t in woq["spec"]["inputs"]] == ["float32", "int8", "float32"]
-    addmm = next(p for p in problems.values() if p["op"] == "addmm")
-    assert addmm["spec"]["inputs"][0]["dtype"] == "bfloat16"
+    linear = next(p for p in problems.values() if p["op"] == BF16_LINEAR_OP)
+    x = 1 if BF16_LINEAR_OP == "addmm" else 0  # addmm's inputs start with the bias
+    assert linear["spec"]["inputs"][x]["dtype"] == "bfloat16"
     # the dynamic-batch bf16 linear: a miss of its M bucket (the static problem, M=16),
     # served from that bucket's winner recorded moments before
     assert stats["bucket_hits"] == 1
     misses = {r["problem_id"]: r["count"] for r in db.query("select * from misses")}
-    assert misses[addmm["id"]] == 1
+    assert misses[linear["id"]] == 1
     dynamic = [p for p in _specs(cold["db"], recorded=False).values() if "symbolic" in p["spec"]]
     assert len(dynamic) == 1 and misses[dynamic[0]["id"]] == 1
-    assert dynamic[0]["op"] == "addmm" and dynamic[0]["summary"].endswith("dynamic[M]")
-    assert dynamic[0]["spec"]["inputs"][1] == addmm["spec"]["inputs"][1]  # M at hint 16
+    assert dynamic[0]["op"] == BF16_LINEAR_OP and dynamic[0]["summary"].endswith("dynamic[M]")
+    assert dynamic[0]["spec"]["inputs"][x] == linear["spec"]["inputs"][x]  # M at hint 16
 
 
 def test_qlinear_post_op_none_and_relu_are_separate_problems(cold: dict, warm: dict) -> None:
@@ -151,8 +156,9 @@ def test_verify_and_show_accept_every_recorded_problem(cold: dict, merged: dict)
     assert "problem(s)" not in proc.stdout and "note" not in proc.stdout
     problems = _specs(cold["db"])
     shown: set[str] = set()
-    # "mm" matches addmm, bmm and _weight_int8pack_mm; three calls show all 8 problems
-    for ref in ("qlinear", "mm", "packed_linear"):
+    # "mm" matches addmm, bmm and _weight_int8pack_mm; these calls show all 8 problems
+    for ref in ("qlinear", "mm", "packed_linear", *(
+            ("linear_unary",) if BF16_LINEAR_OP == "linear_unary" else ())):
         out = cli("db", "show", ref, "--db", str(cold["db"]), "--json")
         assert out.returncode == 0, out.stderr
         for detail in json.loads(out.stdout):

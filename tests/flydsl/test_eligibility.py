@@ -154,3 +154,21 @@ def test_dynamic_m_only_is_eligible_for_mm_and_addmm() -> None:
     bmm = synthetic_problem("bmm", 64, 128, 1024, dtype="bfloat16", batch=2)
     assert any("mm and addmm only" in r
                for r in problem_reasons(replace(bmm, symbolic=((0, 1), (), (1,)))))
+
+
+def test_candidates_per_shape_setting(monkeypatch, caplog) -> None:
+    from inductor_flydsl.flydsl_backend.eligibility import (
+        CONFIGS_PER_PROBLEM,
+        ENV_CANDIDATES,
+        configs_per_problem,
+    )
+
+    problem = synthetic_problem("mm", 256, 1024, 512, dtype="bfloat16", layout="nt")
+    monkeypatch.delenv(ENV_CANDIDATES, raising=False)
+    assert configs_per_problem() == CONFIGS_PER_PROBLEM == len(explain(problem, "gfx950").configs)
+    monkeypatch.setenv(ENV_CANDIDATES, "24")
+    assert len(explain(problem, "gfx950").configs) == 24
+    for bad in ("0", "65", "many", "-3"):
+        monkeypatch.setenv(ENV_CANDIDATES, bad)
+        assert configs_per_problem() == CONFIGS_PER_PROBLEM
+    assert "INDUCTOR_FLYDSL_CANDIDATES" in caplog.text

@@ -1,6 +1,6 @@
 """A real template change invalidates only that template's rows (validity per backend).
 
-A frozen bf16 two-layer MLP is compiled with ``max-autotune`` and ``ATEN,CPP,FLYDSL`` in
+A frozen fp16 two-layer MLP is compiled with ``max-autotune`` and ``ATEN,CPP,FLYDSL`` in
 fresh processes sharing one DB, with the FlyDSL provider's runtime check replaced (as in
 test_inductor_integration_cpu.py) so FlyDSL's gfx950 candidates are offered for the
 second layer (its input is an intermediate, so aligned), built, and refused at launch.
@@ -38,9 +38,11 @@ inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.freezing = True
 ic.max_autotune_gemm_backends = "ATEN,CPP,FLYDSL"
 torch.manual_seed(0)
+# fp16: Inductor keeps its linears as addmm on every x86 CPU without AVX512-FP16 (bf16
+# ones are packed for oneDNN where the CPU has AVX512-BF16, and FlyDSL takes addmm)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
-                            torch.nn.Linear(512, 256)).to(torch.bfloat16).eval()
-x = torch.randn(64, 256, dtype=torch.bfloat16)
+                            torch.nn.Linear(512, 256)).to(torch.float16).eval()
+x = torch.randn(64, 256, dtype=torch.float16)
 with torch.no_grad():
     y = torch.compile(model, mode="max-autotune")(x)
     torch.testing.assert_close(y, model(x), rtol=2e-2, atol=2e-2)
