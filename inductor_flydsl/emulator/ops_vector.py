@@ -23,7 +23,7 @@ from .decode import (
 )
 from .errors import UnknownOpcode
 from .program import Instruction
-from .wave import LANES, mask_to_bits
+from .wave import LANES, Wave, mask_to_bits
 
 U32 = np.uint32
 Arr = np.ndarray
@@ -522,3 +522,32 @@ def _carry_op(ins: Instruction, ctx: DecodeContext) -> Compiled:
         wc(w, mask_to_bits(carry & w.exec_mask))
 
     return Compiled(ins, run, codes(*ops[2:]), codes(d, sdst))
+
+
+@opcode("v_permlane16_swap_b32", "v_permlane32_swap_b32")
+def _permlane_swap(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    """CDNA4 lane swaps between two VGPRs, in rows of 16 lanes (``permlane16``: VDST's
+    odd rows trade places with SRC0's even rows, i.e. rows 1 <-> 0 and 3 <-> 2) or halves
+    of 32 (``permlane32``: VDST's upper half with SRC0's lower half). Both registers are
+    written; the emulator takes a full EXEC only."""
+    if ctx.arch != "gfx950":
+        raise UnknownOpcode(f"{ins.mnemonic} does not exist on {ctx.arch} ({ins.where()})")
+    if any(ins.has(name) for name in ("fi", "bound_ctrl")):
+        raise UnknownOpcode(f"{ins.mnemonic} modifiers are not implemented ({ins.where()})")
+    d, a = operands(ins, 2)
+    if d.reg is None or a.reg is None:
+        raise UnknownOpcode(f"{ins.mnemonic} takes two VGPRs ({ins.where()})")
+    width = 16 if "permlane16" in ins.mnemonic else 32
+    # lanes of VDST and SRC0 that trade places
+    d_lanes = np.array([lane for lane in range(64) if (lane // width) % 2 == 1])
+    a_lanes = d_lanes - width
+
+    def run(w: Wave) -> None:
+        if not w.exec_full:
+            raise UnknownOpcode(f"{ins.mnemonic} with a partial EXEC ({ins.where()})")
+        dfile, afile = w.vfile(d.reg.file), w.vfile(a.reg.file)
+        moved = dfile[d.reg.index][d_lanes].copy()
+        dfile[d.reg.index][d_lanes] = afile[a.reg.index][a_lanes]
+        afile[a.reg.index][a_lanes] = moved
+
+    return Compiled(ins, run, codes(d, a), codes(d, a))

@@ -474,3 +474,22 @@ def test_transposed_lds_read_gives_each_lane_a_column():
         group, c = divmod(lane, 16)
         want = [4 * (group * 16 + 4 * r + c // 4) + c % 4 for r in range(4)]
         assert got[lane].tolist() == want
+
+
+@pytest.mark.parametrize(("mnemonic", "width"), [("v_permlane16_swap_b32", 16),
+                                                 ("v_permlane32_swap_b32", 32)])
+def test_permlane_swaps_trade_rows_between_two_registers(mnemonic, width):
+    """CDNA4: VDST's odd rows (of 16 or 32 lanes) trade places with SRC0's even rows."""
+    report, _ = run(f"""
+        v_add_u32_e32 v1, 100, v0
+        s_nop 1
+        {mnemonic}_e32 v0, v1
+        s_endpgm""")
+    w = report.last_waves[0]
+    lanes = np.arange(64)
+    odd = (lanes // width) % 2 == 1
+    want_d = np.where(odd, lanes - width + 100, lanes)  # odd rows now hold SRC0's even rows
+    want_s = np.where(~odd, lanes + width, lanes + 100)  # even rows now hold VDST's odd rows
+    assert np.array_equal(w.v[0], want_d) and np.array_equal(w.v[1], want_s)
+    with pytest.raises(UnknownOpcode, match="does not exist on gfx942"):
+        run(f"{mnemonic}_e32 v0, v1\ns_endpgm", arch="gfx942")
