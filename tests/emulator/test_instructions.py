@@ -493,3 +493,82 @@ def test_permlane_swaps_trade_rows_between_two_registers(mnemonic, width):
     assert np.array_equal(w.v[0], want_d) and np.array_equal(w.v[1], want_s)
     with pytest.raises(UnknownOpcode, match="does not exist on gfx942"):
         run(f"{mnemonic}_e32 v0, v1\ns_endpgm", arch="gfx942")
+
+
+_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # OCP MX FP4 magnitudes of codes 0-7
+
+
+@pytest.mark.parametrize(("fmt_a", "fmt_b", "byte_a", "byte_b"), [
+    ("fp8", "fp8", 0, 0), ("fp4", "fp4", 1, 3), ("fp8", "fp4", 2, 1)])
+def test_scaled_mfma_layout_scales_and_op_sel(fmt_a, fmt_b, byte_a, byte_b):
+    """v_mfma_scale_f32_16x16x128_f8f6f4 per the CDNA4 guide: lane l holds row (A) or
+    column (B) l % 16, K elements 32 * (l // 16) .. + 31 packed little-endian (FP8 a
+    byte each, FP4 a nibble, low first), and its scale VGPR's byte op_sel + 2 *
+    op_sel_hi is the E8M0 scale of exactly those 32 elements. Operands are packed here
+    from the documented layout, independently of the emulator's code."""
+    import torch
+
+    rng = np.random.default_rng(7)
+
+    def operand(fmt):  # (16, 128) values and the per-lane register words
+        if fmt == "fp8":
+            values = rng.integers(-8, 9, (16, 128)).astype(np.float32)
+            codes = torch.from_numpy(values).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+            per_word, bits = 4, 8
+        else:
+            codes = rng.integers(0, 16, (16, 128)).astype(np.uint8)
+            values = np.array([(-1 if c & 8 else 1) * _E2M1[c & 7] for c in codes.ravel()],
+                              np.float32).reshape(16, 128)
+            per_word, bits = 8, 4
+        regs = np.zeros((32 // per_word, 64), np.uint32)
+        for lane in range(64):
+            row, k0 = lane % 16, 32 * (lane // 16)
+            for e in range(32):
+                regs[e // per_word, lane] |= np.uint32(int(codes[row, k0 + e])
+                                                       << (bits * (e % per_word)))
+        return values.astype(np.float64), regs
+
+    a, regs_a = operand(fmt_a)
+    bt, regs_b = operand(fmt_b)  # rows of bt are columns of B
+    exps_a = rng.integers(-3, 4, (4, 16))  # block g, row i -> lane 16 g + i
+    exps_b = rng.integers(-3, 4, (4, 16))
+
+    def scale_words(exps, byte):
+        words = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)  # noise
+        for lane in range(64):
+            value = np.uint32(127 + exps[lane // 16, lane % 16])
+            words[lane] = (words[lane] & ~np.uint32(0xFF << (8 * byte))) | (value << (8 * byte))
+        return words
+
+    sa, sb = scale_words(exps_a, byte_a), scale_words(exps_b, byte_b)
+    c = rng.integers(-8, 9, (16, 16)).astype(np.float32)
+    regs_c = np.zeros((4, 64), np.uint32)
+    for lane in range(64):
+        for r in range(4):
+            regs_c[r, lane] = np.float32(c[4 * (lane // 16) + r, lane % 16]).view(np.uint32)
+    na, nb = regs_a.shape[0], regs_b.shape[0]
+    formats = {"fp8": 0, "fp4": 4}
+    op_sel = f"op_sel:[{byte_a & 1},{byte_b & 1},0] op_sel_hi:[{byte_a >> 1},{byte_b >> 1},0]"
+    from inductor_flydsl.emulator.machine import Machine
+    from inductor_flydsl.emulator.memory import GlobalMemory
+    from inductor_flydsl.emulator.program import parse_program
+    from tests.emulator.kernels import kernel
+
+    text = kernel(f"v_mfma_scale_f32_16x16x128_f8f6f4 v[40:43], v[0:{na - 1}], "
+                  f"v[8:{7 + nb}], v[16:19], v20, v21 {op_sel} cbsz:{formats[fmt_a]} "
+                  f"blgp:{formats[fmt_b]}\ns_endpgm")
+    machine = Machine(parse_program(text), GlobalMemory())
+    wave = machine._init_wave(0, (0, 0, 0), (64, 1, 1), 0)
+    wave.v[0:na], wave.v[8:8 + nb], wave.v[16:20] = regs_a, regs_b, regs_c
+    wave.v[20], wave.v[21] = sa, sb
+    machine.lds = None
+    machine._run_wave(wave)
+    scale_a = np.repeat(2.0 ** exps_a.T, 32, axis=1)  # (16 rows, 128 K)
+    scale_b = np.repeat(2.0 ** exps_b.T, 32, axis=1)
+    want = (a * scale_a) @ (bt * scale_b).T + c
+    got = np.zeros((16, 16))
+    for lane in range(64):
+        for r in range(4):
+            got[4 * (lane // 16) + r, lane % 16] = wave.v[40 + r, lane].view(np.float32)
+    assert np.allclose(got, want, rtol=1e-6, atol=1e-3)
+    assert not np.allclose(got, a @ bt.T + c)  # the scales mattered
