@@ -623,6 +623,7 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
     from inductor_flydsl.flydsl_backend.cross_compile import load_template
     from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
     from inductor_flydsl.flydsl_backend.mx_eligibility import (
+        alias_variant,
         parse_mx_dtype,
         synthetic_mx_problem,
     )
@@ -630,7 +631,7 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
 
     mx = load_template("gemm_mx")
     name, m, n, k = shape
-    short = {"mxfp8": "e4m3xe4m3_bf16", "mxfp4": "e2m1xe2m1_bf16"}[fmt]
+    short = alias_variant(fmt)
     a, b, scale_a, scale_b, _, out = (t.to(device) for t in make_mx_operands(
         short, "mm", m, n, k) if t is not None)
     row: dict[str, Any] = {"layer": name, "format": fmt, "shape": [m, n, k]}

@@ -23,10 +23,10 @@ def make_mx_operands(dtype: str, op: str, m: int, n: int, k: int, *, seed: int =
     row-major (N, K) weight)."""
     import torch
 
+    from ..flydsl_backend.cross_compile import load_template
     from ..flydsl_backend.mx_numerics import random_operand, random_scales
 
-    fmt_a, fmt_b_out = dtype.split("x", 1)
-    fmt_b, out_name = fmt_b_out.rsplit("_", 1)
+    fmt_a, fmt_b, out_name = load_template("gemm_mx").parse_dtype(dtype)
     gen = torch.Generator().manual_seed(seed)
     out_dtype = torch.bfloat16 if out_name == "bf16" else torch.float16
     a = random_operand(m, k, fmt_a, gen)

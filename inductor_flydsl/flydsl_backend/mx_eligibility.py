@@ -19,6 +19,7 @@ output dtype, static shapes and the kernel's int32 offsets.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..problem import Problem, TensorSpec
@@ -62,11 +63,8 @@ def _scale_reasons(name: str, scale: TensorSpec, rows: int, blocks: int) -> list
         return [f"{name} is {scale.dtype}, not {SCALE_DTYPE} (MX block scales)"]
     if tuple(scale.size) != (rows, blocks):
         padded = (-(-rows // 128) * 128) * (-(-blocks // 4) * 4)
-        count = 1
-        for s in scale.size:
-            count *= s
         what = ("the padded layout of torch's swizzled (32x4x4) MX scales"
-                if count == padded else "not one scale per 32 K elements of a row")
+                if math.prod(scale.size) == padded else "not one scale per 32 K elements of a row")
         return [f"{name} is {tuple(scale.size)}, not ({rows}, {blocks}): {what}; the template "
                 "reads unswizzled row-major (rows, K/32) scales"]
     if scale.stride[-1] != 1 or (rows > 1 and scale.stride[0] % 4):
@@ -93,18 +91,21 @@ def mx_problem_reasons(problem: Problem, *, arch: str | None = None,
     if problem.dynamic:
         reasons.append(f"dynamic shapes: symbolic {problem.symbolic_text()}; the MX template "
                        "is offered for static shapes")
+    not_mx = False
     for name, t in (("A", a), ("B", b)):
         if t.dtype not in FORMATS:
+            not_mx = True
             reasons.append(f"{name} is {t.dtype}: not an MX element dtype "
                            f"({', '.join(FORMATS)})")
     if sa.dtype == "float32" or sb.dtype == "float32":
+        not_mx = True
         reasons.append("fp32 scales: tensor-wise or row-wise FP8 scaling, not MX block "
                        "scales (E8M0 per 32 K elements)")
     if problem.output.dtype not in OUT_DTYPES:
         reasons.append(f"output dtype {problem.output.dtype} is not bfloat16 or float16")
     if len(a.size) != 2 or len(b.size) != 2:
         return [*reasons, "scaled_mm operands must be 2-D"]
-    if reasons and any("MX element" in r or "fp32 scales" in r for r in reasons):
+    if not_mx:  # the layout and scale checks below are about MX operands
         return reasons
     if a.stride[-1] != 1:
         reasons.append("A is not row-major (K-contiguous)")
@@ -183,6 +184,12 @@ def parse_mx_dtype(text: str) -> tuple[str, str]:
         raise ValueError(f"MX dtype {text!r}: use mxfp8, mxfp4 or <a>x<b> with formats "
                          f"{', '.join(_SHORT_FORMATS)} (e.g. e4m3xe2m1)")
     return _SHORT_FORMATS[parts[0]], _SHORT_FORMATS[parts[1]]
+
+
+def alias_variant(alias: str, out: str = "bf16") -> str:
+    """The template variant (``<a>x<b>_<out>``) of ``mxfp8``, ``mxfp4`` or ``<a>x<b>``."""
+    fmt_a, fmt_b = parse_mx_dtype(alias)
+    return f"{FORMATS[fmt_a]}x{FORMATS[fmt_b]}_{out}"
 
 
 def synthetic_mx_problem(m: int, n: int, k: int, *, formats: tuple[str, str],

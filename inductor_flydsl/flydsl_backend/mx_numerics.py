@@ -55,23 +55,25 @@ def dequantize(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return values * s[:rows, : k // BLOCK].repeat_interleave(BLOCK, dim=1)
 
 
+def _dequantized_product(a, b_t, scale_a, scale_b, bias):
+    deq_a, deq_b = dequantize(a, scale_a), dequantize(b_t, scale_b)
+    out = deq_a @ deq_b.T
+    if bias is not None:
+        out = out + bias.double().cpu()
+    return out, deq_a, deq_b
+
+
 def mx_reference(a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
                  scale_b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``(A * 2^sa) @ (B * 2^sb)^T (+ bias)`` in float64 on the CPU; ``b_t`` is B as
     (N, K[/2]) rows (the K-contiguous weight)."""
-    out = dequantize(a, scale_a) @ dequantize(b_t, scale_b).T
-    if bias is not None:
-        out = out + bias.double().cpu()
-    return out
+    return _dequantized_product(a, b_t, scale_a, scale_b, bias)[0]
 
 
 def check_mx(out: torch.Tensor, a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
              scale_b: torch.Tensor, bias: torch.Tensor | None = None):
     """A :class:`~.tolerances.CloseReport` of ``out`` against :func:`mx_reference`."""
-    deq_a, deq_b = dequantize(a, scale_a), dequantize(b_t, scale_b)
-    expected = deq_a @ deq_b.T
-    if bias is not None:
-        expected = expected + bias.double().cpu()
+    expected, deq_a, deq_b = _dequantized_product(a, b_t, scale_a, scale_b, bias)
     dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[out.dtype]
     rms = float(deq_a.pow(2).mean().sqrt() * deq_b.pow(2).mean().sqrt())
     return check_close(out.cpu(), expected, dtype, k=deq_a.shape[1], scale=max(rms, 1e-30))

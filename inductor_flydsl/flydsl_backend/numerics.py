@@ -60,12 +60,8 @@ def validate_output(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor
 
         a, b, scale_a, scale_b = inputs[:4]
         bias = inputs[4] if len(inputs) > 4 else None
-        report = check_mx(out, a, b.t(), scale_a, scale_b, bias)
-        if not report.ok:
-            raise NumericMismatch(
-                f"{report.mismatched}/{report.numel} elements outside atol "
-                f"{report.atol:.3g} + rtol {report.rtol:.3g} of the float64 MX reference; "
-                f"worst {report.worst:.3g}x the bound, {report.nonfinite} non-finite")
+        _raise_unless_close(check_mx(out, a, b.t(), scale_a, scale_b, bias),
+                            " of the float64 MX reference")
         return
     a, b = (inputs[1], inputs[2]) if op == "addmm" else (inputs[0], inputs[1])
     expected = reference(op, inputs, alpha, beta)
@@ -76,8 +72,13 @@ def validate_output(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor
     scale = max(abs(alpha) * _rms(a) * _rms(b), 1e-30)
     report = check_close(out, expected, TEMPLATE_DTYPE.get(out.dtype, "fp32"),
                          k=a.shape[-1], scale=scale)
+    _raise_unless_close(report)
+
+
+def _raise_unless_close(report, against: str = "") -> None:
+    """NumericMismatch with a one-line summary unless ``report`` (check_close's) is ok."""
     if not report.ok:
         raise NumericMismatch(
             f"{report.mismatched}/{report.numel} elements outside atol {report.atol:.3g} + "
-            f"rtol {report.rtol:.3g}; worst {report.worst:.3g}x the bound, "
+            f"rtol {report.rtol:.3g}{against}; worst {report.worst:.3g}x the bound, "
             f"{report.nonfinite} non-finite")

@@ -1,8 +1,8 @@
 """The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
 
 ``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias}_out`` are
-out-variant ops: they write into the
-buffer Inductor allocated (``out``), launch on the current stream and never synchronize
+out-variant ops: they write into the buffer Inductor allocated (``out``), launch on the
+current stream and never synchronize
 the host; they allocate nothing except a split-K config's fp32 workspace, which comes from
 torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
 private pool). Generated code passes ``out`` by keyword (schemas cannot have

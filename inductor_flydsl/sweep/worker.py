@@ -127,9 +127,10 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
 
     if item.op == "scaled_mm":
         from ..emulator.mx import make_mx_operands
+        from ..flydsl_backend.mx_eligibility import alias_variant
 
-        variant = {"mxfp8": "e4m3xe4m3_bf16", "mxfp4": "e2m1xe2m1_bf16"}[item.dtype]
-        a, b, scale_a, scale_b, _, _ = make_mx_operands(variant, "mm", item.m, item.n, item.k)
+        a, b, scale_a, scale_b, _, _ = make_mx_operands(alias_variant(item.dtype), "mm",
+                                                        item.m, item.n, item.k)
         return _scaled_mm, tuple(t.to(device) for t in (a, b, scale_a, scale_b))
     dtype = getattr(torch, item.dtype)
     gen = torch.Generator(device=device).manual_seed(0)
