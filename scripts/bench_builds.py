@@ -11,8 +11,12 @@ refused (no ROCm here) and ATen wins.
 Measured: the serial time (every candidate built one after another in one process, as
 first launches do without parallel builds), then, inside the compile, the wall time from
 the builds' start to the last one done (by a worker process or by the benchmarking
-thread, which builds what no worker has taken yet) with ``INDUCTOR_FLYDSL_BUILD_JOBS`` =
-1 and = N (default: this machine's CPUs).
+thread, which builds what no worker has taken yet while a core is idle) with
+``INDUCTOR_FLYDSL_BUILD_JOBS`` = 1 and = N (default: this machine's CPUs), each with the
+build pool warm (its workers started and warmed up before the compile, as when the
+plugin is enabled at ``import torch`` by ``INDUCTOR_FLYDSL=1``, seconds before a model's
+first GEMM is tuned) and cold (the compile starts right after ``enable()``, so the fork
+server's imports and the workers' start-up fall inside the builds' wall time).
 
     python scripts/bench_builds.py               # table
     python scripts/bench_builds.py --jobs 1,2 --json
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +52,12 @@ if sys.argv[3] == "serial":  # today's cost: every candidate built one after ano
                                   "candidates": len(configs), "built_ok": ok}))
     sys.exit(0)
 provider.runtime_target = lambda device: ("gfx950", [])  # offer the candidates on CPU
-inductor_flydsl.enable(sys.argv[1], "readwrite")
+inductor_flydsl.enable(sys.argv[1], "readwrite")  # makes the build pool, starts its workers
+pool_wait_s = None
+if sys.argv[3] == "warm":  # as when the plugin was enabled at `import torch` (autoload)
+    start = time.perf_counter()
+    assert prebuild.wait_ready(120), "build pool not ready"
+    pool_wait_s = time.perf_counter() - start
 ic.max_autotune_gemm_backends = "ATEN,FLYDSL"
 a = torch.randn(m, k, dtype=torch.bfloat16); w = torch.randn(n, k, dtype=torch.bfloat16)
 fn = lambda a, w: torch.mm(a.relu(), w.relu().t())  # operands made in-graph (aligned)
@@ -58,13 +68,20 @@ torch.testing.assert_close(y, fn(a, w))
 (run,) = prebuild.runs
 print("RESULT " + json.dumps({
     "compile_s": compile_s, "candidates": run.jobs, "workers": run.workers,
+    "workers_ready": run.workers_ready, "pool_wait_s": pool_wait_s,
     "build_wall_s": run.wall_s, "built_here": run.built_here,
     "built_ok": sum(1 for b in run.builds if b.result is not None and b.result.ok)}))
 """
 
 
-def run(jobs: int | None, shape: str, root: Path, candidates: int) -> dict:
-    """One child: ``jobs`` None builds serially in-process, else compiles with builds."""
+POOL_STATES = ("warm", "cold")
+
+
+def run(jobs: int | None, shape: str, root: Path, candidates: int,
+        pool: str = "warm") -> dict:
+    """One child: ``jobs`` None builds serially in-process, else compiles with builds
+    (``pool`` warm: the build pool's workers warm before the compile; cold: the compile
+    starts right after enable(), while they start)."""
     root.mkdir(parents=True)
     env = {**os.environ, "FLYDSL_RUNTIME_CACHE_DIR": str(root / "flydsl_cache"),
            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor_cache"),
@@ -73,7 +90,7 @@ def run(jobs: int | None, shape: str, root: Path, candidates: int) -> dict:
         env["INDUCTOR_FLYDSL_BUILD_JOBS"] = str(jobs)
     env.pop("INDUCTOR_FLYDSL", None)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(root / "t.db"), shape,
-                           "serial" if jobs is None else "compile"], env=env,
+                           "serial" if jobs is None else pool], env=env,
                           capture_output=True, text=True, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -87,35 +104,51 @@ def main() -> int:
     cpus = len(os.sched_getaffinity(0))
     parser.add_argument("--jobs", default=f"1,{cpus}",
                         help="INDUCTOR_FLYDSL_BUILD_JOBS values to compile with")
+    parser.add_argument("--pool", default=",".join(POOL_STATES),
+                        help="build pool states to compile with: warm (its workers ready "
+                             "before the compile, as when the plugin is enabled at `import "
+                             "torch`), cold (the compile starts right after enable())")
     parser.add_argument("--shape", default="256x1024x512", help="MxNxK of the bf16 mm")
     parser.add_argument("--candidates", type=int, default=24,
                         help="FlyDSL configs offered for the shape (INDUCTOR_FLYDSL_CANDIDATES; "
                              "default 24, the issue's count; the plugin's default is 12)")
     parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds; the round with the median ratio is reported")
+                        help="rounds; per row, the median ratio's round is reported")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     jobs = [int(x) for x in args.jobs.split(",")]
-    rounds: list[tuple[dict, dict[int, dict]]] = []
+    pools = [p for p in args.pool.split(",") if p]
+    if any(p not in POOL_STATES for p in pools):
+        parser.error(f"--pool takes {', '.join(POOL_STATES)}")
+    rows = [(j, p) for p in pools for j in jobs]
+    rounds: list[dict[str, dict]] = []
     with tempfile.TemporaryDirectory(prefix="bench_builds_") as tmp:
         for i in range(args.repeat):
             print(f"[{i + 1}/{args.repeat}] serial builds in one process ...",
                   file=sys.stderr, flush=True)
-            serial = run(None, args.shape, Path(tmp) / f"serial{i}", args.candidates)
-            found = {}
-            for j in jobs:
-                print(f"[{i + 1}/{args.repeat}] compile, INDUCTOR_FLYDSL_BUILD_JOBS={j} ...",
-                      file=sys.stderr, flush=True)
-                found[j] = run(j, args.shape, Path(tmp) / f"jobs{j}_{i}", args.candidates)
-                found[j]["build_over_serial"] = round(found[j]["build_wall_s"]
-                                                      / serial["serial_s"], 3)
-            rounds.append((serial, found))
-    # the round with the median ratio of the last jobs value (each ratio is within a round)
-    rounds.sort(key=lambda r: r[1][jobs[-1]]["build_over_serial"])
-    serial, results = rounds[len(rounds) // 2]
-    all_ratios = {j: [r[1][j]["build_over_serial"] for r in rounds] for j in jobs}
-    out = {"shape": args.shape, "cpus": cpus, "candidates": serial["candidates"],
-           "serial_s": round(serial["serial_s"], 3), "by_jobs": results,
+            found = {"serial": run(None, args.shape, Path(tmp) / f"serial{i}",
+                                   args.candidates)}
+            for j, p in rows:
+                print(f"[{i + 1}/{args.repeat}] compile, INDUCTOR_FLYDSL_BUILD_JOBS={j}, "
+                      f"{p} pool ...", file=sys.stderr, flush=True)
+                r = run(j, args.shape, Path(tmp) / f"jobs{j}_{p}_{i}", args.candidates, p)
+                r["pool"] = p
+                r["build_over_serial"] = round(r["build_wall_s"] / found["serial"]["serial_s"],
+                                               3)
+                found[f"{j}/{p}"] = r
+            rounds.append(found)
+    # per row, the round with its median ratio (each ratio is within one round)
+    results: dict[str, dict] = {}
+    all_ratios: dict[str, list[float]] = {}
+    for j, p in rows:
+        key = f"{j}/{p}"
+        ordered = sorted(rounds, key=lambda r: r[key]["build_over_serial"])
+        median = ordered[len(ordered) // 2]
+        results[key] = {**median[key], "serial_s": round(median["serial"]["serial_s"], 3)}
+        all_ratios[key] = [r[key]["build_over_serial"] for r in rounds]
+    serial = [r["serial"]["serial_s"] for r in rounds]
+    out = {"shape": args.shape, "cpus": cpus, "candidates": rounds[0]["serial"]["candidates"],
+           "serial_s_all_rounds": [round(x, 3) for x in serial], "by_jobs_and_pool": results,
            "ratios_all_rounds": all_ratios, "repeat": args.repeat}
     if args.json:
         print(json.dumps(out))
@@ -124,12 +157,15 @@ def main() -> int:
     from rich.table import Table
 
     table = Table(title=f"{out['candidates']} FlyDSL candidates for gfx950, bf16 mm "
-                        f"{args.shape}, on {cpus} CPUs; serial: {serial['serial_s']:.1f} s")
-    for col in ("build processes", "build wall (s)", "over serial", "built by the "
-                "benchmarking thread", "built ok", "whole compile (s)"):
+                        f"{args.shape}, on {cpus} CPUs; serial: "
+                        f"{statistics.median(serial):.1f} s (median)")
+    for col in ("build processes", "pool", "workers ready", "build wall (s)", "serial (s)",
+                "over serial", "built by the benchmarking thread", "built ok",
+                "whole compile (s)"):
         table.add_column(col)
     for r in results.values():
-        table.add_row(str(r["workers"]), f"{r['build_wall_s']:.1f}",
+        table.add_row(str(r["workers"]), r["pool"], str(r["workers_ready"]),
+                      f"{r['build_wall_s']:.1f}", f"{r['serial_s']:.1f}",
                       f"{r['build_over_serial']:.2f}", str(r["built_here"]),
                       str(r["built_ok"]), f"{r['compile_s']:.1f}")
     Console().print(table)

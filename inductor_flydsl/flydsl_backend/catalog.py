@@ -25,16 +25,13 @@ so the catalog states why a DEFAULT config is absent on e.g. gfx942 (LDS 64 KiB)
 ``compile_rejected=True`` compiles them anyway (to check the model); their failures are
 reported but are not counted as failures of accepted configs.
 
-Processes: MLIR compiles single-threaded, so jobs run in ``spawn``-ed worker processes,
-one job at a time each. This is a small dedicated pool rather than
-``concurrent.futures.ProcessPoolExecutor``, because the executor can neither stop one
-overrunning task nor tell which task killed a worker (a dead worker breaks the whole
-executor and fails every pending future). Here a job that exceeds ``timeout_s`` has its
-worker killed and is recorded as ``timeout``; a worker that dies (abort, segfault, OOM
-kill) is recorded as that job's ``crashed`` failure; either way a fresh worker takes
-over and the run goes on. Results are committed in batches, so an interrupted run
-(Ctrl-C) keeps everything that finished; the workers ignore SIGINT and are stopped by
-the parent.
+Processes: jobs run in ``spawn``-ed worker processes (:mod:`.build_pool`: one job at a
+time each, each worker taking the next free job itself). A job that exceeds
+``timeout_s`` has its worker killed and is recorded as ``timeout``; a worker that dies
+(abort, segfault, OOM kill) is recorded as that job's ``crashed`` failure; either way a
+fresh worker takes over and the run goes on. Results are committed in batches, so an
+interrupted run (Ctrl-C) keeps everything that finished; the workers ignore SIGINT and
+are stopped by the parent.
 """
 
 from __future__ import annotations
@@ -44,13 +41,9 @@ import contextlib
 import importlib
 import importlib.metadata
 import itertools
-import multiprocessing
-import multiprocessing.connection
 import os
-import signal
 import statistics
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +51,7 @@ from typing import Any
 
 from ..keys import canonical_json, stable_id
 from . import configs as configs_mod
+from .build_pool import PoolEvent, run_pool
 from .cross_compile import CompileResult, load_template, template_source_hash
 from .resources import estimate
 
@@ -237,81 +231,11 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
 # ---------------------------------------------------------------------------
 
 
-def _resolve(path: str) -> Callable[..., Any]:
-    module, _, name = path.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str) -> None:
-    """Worker loop: announce readiness, then compile one job per message until None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    fn = _resolve(compile_fn)
-    if compile_fn in _CROSS_COMPILE_FNS:
-        with contextlib.suppress(ImportError):
-            import flydsl.compiler  # noqa: F401  (warm up before the first job's clock starts)
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        extra = {"dump_dir": job["dump_dir"]} if job.get("dump_dir") else {}
-        try:
-            result = fn(job["template"], job["config"], arch=job["arch"], dtype=job["dtype"],
-                        layout=job["layout"], op=job["op"], **extra)
-            payload = {"result": result.to_json()}
-        except Exception as exc:
-            payload = {"error": "".join(traceback.format_exception_only(exc)).strip()}
-        conn.send(("result", payload))
-
-
-class _Worker:
-    def __init__(self, ctx: Any, compile_fn: str, dump_dir: str | None = None) -> None:
-        self.dump_dir = dump_dir
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, compile_fn), daemon=True,
-                                name="flydsl-compile")
-        self.proc.start()
-        child.close()
-        self.ready = False
-        self.job: Job | None = None
-        self.started = 0.0
-
-    def assign(self, job: Job) -> None:
-        self.job, self.started = job, time.monotonic()
-        self.conn.send({"template": job.template, "config": job.config_json, "arch": job.arch,
-                        "dtype": job.dtype, "layout": job.layout, "op": job.op,
-                        "dump_dir": self.dump_dir})
-
-    def stop(self, *, force: bool = False) -> None:
-        if not force and self.proc.is_alive() and self.job is None:
-            with contextlib.suppress(OSError, BrokenPipeError):
-                self.conn.send(None)
-            self.proc.join(2)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-        self.conn.close()
-
-
 def _failed_result(job: Job, error: str, seconds: float = 0.0) -> CompileResult:
     return CompileResult(template=job.template, source_hash=template_source_hash(job.template),
                          config=job.config_json, arch=job.arch, dtype=job.dtype,
                          layout=job.layout, op=job.op, ok=False, error=error,
                          compile_seconds=round(seconds, 3))
-
-
-def _exit_reason(proc: Any) -> str:
-    code = proc.exitcode
-    if code is not None and code < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name}"
-    return f"exit code {code}"
 
 
 def _from_payload(job: Job, payload: dict[str, Any], seconds: float) -> JobResult:
@@ -323,67 +247,33 @@ def _from_payload(job: Job, payload: dict[str, Any], seconds: float) -> JobResul
 
 
 def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: str,
-                 on_result: Callable[[JobResult], None], dump_dir: str | None = None,
-                 claim: Callable[[Job], bool] | None = None,
-                 context: Any = None) -> None:
-    """Compile ``jobs`` in ``n_workers`` processes, reporting each through ``on_result``.
-    ``claim(job)``, when given, is asked just before a job is handed to a worker; False
-    skips it (someone else builds it: prebuild.py's benchmarking thread). ``context``: the
-    multiprocessing context (default ``spawn``; prebuild.py uses a preloaded forkserver)."""
-    ctx = context or multiprocessing.get_context("spawn")
-    pending = collections.deque(jobs)
-    workers: list[_Worker] = []
-    start_failures = 0
-    try:
-        workers = [_Worker(ctx, compile_fn, dump_dir) for _ in range(min(n_workers, len(jobs)))]
-        while pending or any(w.job is not None for w in workers):
-            for w in workers:
-                while w.ready and w.job is None and pending:
-                    job = pending.popleft()
-                    if claim is None or claim(job):
-                        w.assign(job)
-            now = time.monotonic()
-            deadlines = [w.started + timeout_s - now for w in workers if w.job is not None]
-            wait_s = max(0.05, min([1.0, *deadlines]))
-            multiprocessing.connection.wait(
-                [w.conn for w in workers] + [w.proc.sentinel for w in workers], wait_s)
-            for i, w in enumerate(workers):
-                replace = False
-                try:
-                    message = w.conn.recv() if w.conn.poll() else None
-                except (EOFError, OSError):
-                    message = None
-                elapsed = time.monotonic() - w.started
-                if message is not None and message[0] == "ready":
-                    w.ready = True
-                elif message is not None and w.job is not None:
-                    job, w.job = w.job, None
-                    on_result(_from_payload(job, message[1], elapsed))
-                elif not w.proc.is_alive():
-                    w.proc.join()
-                    if w.job is None:
-                        start_failures += 1
-                        if start_failures > 2 * len(workers) + 2:
-                            raise RuntimeError("compile workers keep dying before their first "
-                                               f"job ({_exit_reason(w.proc)})")
-                    else:
-                        on_result(JobResult(w.job, CRASHED, _failed_result(
-                            w.job, f"worker crashed ({_exit_reason(w.proc)})", elapsed)))
-                        w.job = None
-                    replace = True
-                elif w.job is not None and elapsed > timeout_s:
-                    on_result(JobResult(w.job, TIMEOUT, _failed_result(
-                        w.job, f"timed out after {timeout_s:g} s (worker killed)", elapsed)))
-                    w.job = None
-                    w.stop(force=True)
-                    replace = True
-                if replace:
-                    w.conn.close()
-                    workers[i] = _Worker(ctx, compile_fn, dump_dir) if pending else w
-            workers = [w for w in workers if not w.conn.closed]
-    finally:
-        for w in workers:
-            w.stop(force=w.job is not None)
+                 on_result: Callable[[JobResult], None],
+                 dump_dir: str | None = None) -> None:
+    """Compile ``jobs`` in ``n_workers`` processes of a pool of their own
+    (:func:`.build_pool.run_pool`), reporting each through ``on_result`` from this
+    thread."""
+    extra = {"dump_dir": dump_dir} if dump_dir else {}
+
+    def on_event(event: PoolEvent) -> None:
+        on_result(job_result(jobs[event.index], event))
+
+    warm_up = ["flydsl.compiler"] if compile_fn in _CROSS_COMPILE_FNS else []
+    run_pool([job_payload(job, extra) for job in jobs], n_workers, timeout_s, compile_fn,
+             on_event, warm_up=warm_up)
+
+
+def job_payload(job: Job, extra: dict[str, Any]) -> dict[str, Any]:
+    """A worker's description of ``job`` (``extra``: more keyword arguments)."""
+    return {"template": job.template, "config": job.config_json, "arch": job.arch,
+            "dtype": job.dtype, "layout": job.layout, "op": job.op, "extra": extra}
+
+
+def job_result(job: Job, event: PoolEvent) -> JobResult:
+    """The catalog's outcome of a pool event."""
+    if event.kind == "result":
+        return _from_payload(job, event.detail, event.seconds)
+    return JobResult(job, CRASHED if event.kind == "crashed" else TIMEOUT,
+                     _failed_result(job, event.detail, event.seconds))
 
 
 # ---------------------------------------------------------------------------

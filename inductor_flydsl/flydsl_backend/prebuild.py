@@ -3,20 +3,26 @@
 Without this, each candidate compiles on its first launch, inside Inductor's benchmark
 loop, one after another: Inductor's precompile pool is a no-op on Python 3.11.0-3.11.8,
 and MLIR compiles single-threaded. Here, as soon as the provider has made the candidates,
-a background thread hands their builds, largest tiles first, to the compile catalog's
-worker pool (:func:`catalog._compile_all`: one build at a time per process, a crashing
-or overrunning build recorded against its own candidate and its worker replaced).
-Workers are forked from a fork server that has imported torch and FlyDSL once
-(:func:`build_context`; started in the background when the plugin is enabled on a
-device that can run FlyDSL: :func:`prewarm`), so they start in milliseconds.
+their builds, largest tiles first, go to this process's build pool (:mod:`.build_pool`:
+one build at a time per worker process, each worker taking the next free build itself,
+so a compiling thread that holds the GIL does not idle them; a crashing or overrunning
+build recorded against its own candidate and its worker replaced).
 
-Each build compiles with ``COMPILE_ONLY=1`` into FlyDSL's disk cache (the launching
-process's ``FLYDSL_RUNTIME_CACHE_DIR`` and ``ROCM_PATH``, so the cache key is the one the
-launch computes). A candidate's ``benchmark`` needs only its own build: if no worker has
-taken it yet, the benchmarking thread builds it itself (it would only wait otherwise);
-else it waits for the worker's result. A failed build makes the candidate ``failed``
-without a launch; a built one launches, traces and finds its binary on disk (FlyDSL
-traces before every cache lookup, so that part of the first launch stays here).
+The pool is kept for the process. It is made when the plugin is enabled on a device that
+can run FlyDSL (:func:`prewarm`), and its workers are forked from a fork server that has
+imported torch and FlyDSL once (:func:`build_context`); each worker then compiles one
+throwaway kernel (:func:`warm_up_job`, not cached), so the first shape's builds pay
+neither the imports nor FlyDSL's first compile in a process.
+
+Each build compiles with ``COMPILE_ONLY=1`` into FlyDSL's disk cache, with the FlyDSL
+settings (``FLYDSL_*``, e.g. ``FLYDSL_RUNTIME_CACHE_DIR``) the compiling process has when
+it starts the builds, so the cache key is the one the launch computes. A candidate's
+``benchmark`` needs only its own build. If no worker has taken it yet and a core is
+idle (fewer ready workers than CPUs: the workers are still warming up, or the setting
+allows fewer), the benchmarking thread builds it itself; else it waits for a worker.
+A failed build makes the candidate ``failed`` without a launch; a built one launches,
+traces and finds its binary on disk (FlyDSL traces before every cache lookup, so that
+part of the first launch stays here).
 
 A variant's binary does not depend on M, N or K (they are kernel arguments), so builds
 are kept per process by (template hash, config, arch, dtype, layout, op): the next shape
@@ -54,18 +60,36 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_share() -> int:
+    """The CPUs this process may use, shared among the processes of one torchrun node
+    (``LOCAL_WORLD_SIZE``)."""
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    return max(1, available_cpus() // local)
+
+
+def default_build_workers() -> int:
+    """:func:`cpu_share`, and no more than the candidates of one shape."""
+    from .eligibility import configs_per_problem
+
+    return max(1, min(cpu_share(), configs_per_problem()))
+
+
 def build_workers(jobs: int) -> int:
-    """Worker processes for ``jobs`` builds: the setting (0: off), else the CPU count."""
+    """Worker processes for ``jobs`` builds: the setting (0: off), else
+    :func:`default_build_workers`."""
     text = os.environ.get(ENV_BUILD_JOBS, "").strip()
     if text:
         try:
             limit = int(text)
         except ValueError:
-            log.warning("inductor_flydsl: %s=%r is not an integer; using the CPU count",
+            log.warning("inductor_flydsl: %s=%r is not an integer; using the default",
                         ENV_BUILD_JOBS, text)
-            limit = available_cpus()
+            limit = default_build_workers()
     else:
-        limit = available_cpus()
+        limit = default_build_workers()
     return max(0, min(limit, jobs))
 
 
@@ -77,19 +101,35 @@ def _timeout_s() -> float:
 
 
 # ---- building ------------------------------------------------------------------------
+def build_settings() -> dict[str, str]:
+    """The compiling process's settings a build must use (FlyDSL's, and the test hook):
+    pool workers were forked earlier and may hold older ones."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("FLYDSL_") or k == ENV_TEST_CRASH}
+
+
 def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
-                 op: str) -> CompileResult:
+                 op: str, settings: dict[str, str] | None = None,
+                 cache: bool = True) -> CompileResult:
     """Compile one variant into FlyDSL's disk cache without launching it (the function
-    the build workers run)."""
+    the build workers run). ``settings``: :func:`build_settings` of the process that
+    asked for the build, made this worker's for it. ``cache`` False: a throwaway build
+    (:func:`warm_up_job`)."""
     from ..keys import stable_id
 
+    if settings is not None:
+        for key in [k for k in os.environ if k.startswith("FLYDSL_") or k == ENV_TEST_CRASH]:
+            if key not in settings:
+                del os.environ[key]
+        os.environ.update(settings)
     if os.environ.get(ENV_TEST_CRASH) == stable_id(dict(config)):
         os.abort()
-    return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op)
+    return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
+                      cache=cache)
 
 
 def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
-               op: str) -> CompileResult:
+               op: str, cache: bool = True) -> CompileResult:
     """The build itself, in this process: FlyDSL's environment is set for this build only,
     under the cross-compiler's lock, with a fresh launcher (so a benchmarking process's
     cached launchers keep their own state)."""
@@ -100,7 +140,8 @@ def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout
                                              layout=layout, op=op)
     if launcher is None:
         return result
-    env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1", "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
+    env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1",
+           "FLYDSL_RUNTIME_ENABLE_CACHE": "1" if cache else "0",
            "ROCM_PATH": rocm_path_for_compile(),
            "FLYDSL_DUMP_IR": "0", "FLYDSL_DEBUG_DUMP_ASM": "0"}  # dumping bypasses the cache
     start = time.perf_counter()
@@ -114,38 +155,56 @@ def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout
     return result
 
 
+def warm_up_job() -> dict[str, Any]:
+    """A small dense bf16 kernel for gfx950, compiled once by each new build worker and
+    not cached: FlyDSL's first compile in a process costs ~0.2 s more than later ones."""
+    from .catalog import TEMPLATE, Job, job_payload
+    from .configs import DEFAULT
+
+    smallest = min(DEFAULT, key=lambda c: _build_cost(c.to_json()))
+    job = Job(TEMPLATE, tuple(smallest.to_json().items()), "gfx950", "bf16", "nt", "mm")
+    return job_payload(job, {"settings": build_settings(), "cache": False})
+
+
 # ---- process side ---------------------------------------------------------------------
 @dataclass
 class Build:
     """One variant's build: ``done`` is set once ``result`` holds its outcome."""
 
     job: Any = None  # the catalog Job
+    pool_run: Any = None  # the build_pool.PoolRun it belongs to
+    index: int = -1  # its job index in that run
     done: threading.Event = field(default_factory=threading.Event)
     result: CompileResult | None = None
     status: str = ""  # the catalog's job status: ok, failed, crashed, timeout
     deadline: float = 0.0  # time.monotonic() by which the pool must have reported it
-    owner: str = ""  # "pool" (handed to a worker) or "here" (built by the waiting thread)
-    finished_at: float | None = None  # time.perf_counter() when it was done
+    owner: str = ""  # "pool" (built by a worker) or "here" (built by the waiting thread)
+    finished_at: float | None = None  # time.monotonic() when it was done
 
-    def claim(self, owner: str) -> bool:
-        with _lock:
-            if self.owner:
-                return False
-            self.owner = owner
+    def claim_here(self) -> bool:
+        """Take this build for the calling thread, unless a worker has taken it (or the
+        pool has given up on it)."""
+        if self.pool_run is None or not self.pool_run.take(self.index):
+            return False
+        self.owner = "here"
         return True
 
-    def finish(self, result: CompileResult | None, status: str) -> None:
+    def finish(self, result: CompileResult | None, status: str,
+               finished_at: float | None = None) -> None:
+        self.owner = self.owner or "pool"
         self.result, self.status = result, status
-        self.finished_at = time.perf_counter()
+        self.finished_at = finished_at or time.monotonic()
         self.done.set()
 
     def wait(self) -> CompileResult | None:
-        """The build's outcome. A build no worker has taken yet (they are still starting,
-        or busy) is built right here, in this thread, instead of waiting: the benchmark is
-        blocked on it anyway. None when the outcome is unknown (the pool failed or is
+        """The build's outcome. A build no worker has taken yet is built right here, in
+        this thread, when a core is idle (fewer ready workers than CPUs): the benchmark
+        is blocked on it anyway. None when the outcome is unknown (the pool failed or is
         late): the launch then compiles as it would without parallel builds."""
+        if self.done.is_set():
+            return self.result
         test_crash = os.environ.get(ENV_TEST_CRASH) == self.job.config_id  # a worker's
-        if not test_crash and self.claim("here"):
+        if not test_crash and _idle_core() and self.claim_here():
             job = self.job
             result = build_here(job.template, job.config_json, arch=job.arch,
                                 dtype=job.dtype, layout=job.layout, op=job.op)
@@ -162,8 +221,9 @@ class BuildRun:
     jobs: int
     workers: int
     builds: list[Build] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
+    started: float = field(default_factory=time.monotonic)
     pool_finished: float | None = None
+    workers_ready: int = 0  # warm pool workers when the builds started
 
     @property
     def wall_s(self) -> float | None:
@@ -181,6 +241,9 @@ class BuildRun:
 _lock = threading.Lock()
 _builds: dict[tuple[str, ...], Build] = {}
 runs: list[BuildRun] = []  # this process's build runs, newest last
+_pool: Any = None  # this process's build_pool.WorkerPool
+MAX_WORKERS = 256
+IDLE_EXIT_S = 600.0  # an idle build worker exits after this long (started again on demand)
 
 
 def _build_cost(config: dict[str, int]) -> int:
@@ -211,24 +274,57 @@ def build_context() -> Any:
         return _context
 
 
+def build_pool() -> Any:
+    """This process's build pool (made on first use, and again when the worker setting
+    changed or the pool broke); None when parallel builds are off. Its workers are
+    started by its own thread, so this never waits for them."""
+    global _pool
+    from .build_pool import WorkerPool
+    from .catalog import BUILD_FN
+
+    workers = build_workers(MAX_WORKERS)
+    context = build_context()
+    with _lock:
+        old = _pool
+        if old is not None and old.pid != os.getpid():  # inherited by fork: not ours
+            _pool = None
+        elif old is not None and (old.broken or old.n_workers != workers):
+            _pool = None
+            threading.Thread(target=old.shutdown, daemon=True).start()
+        if workers < 1:
+            return None
+        if _pool is None:
+            _pool = WorkerPool(workers, _timeout_s(), BUILD_FN, context=context,
+                               warm_up_job=warm_up_job(), idle_exit_s=IDLE_EXIT_S)
+            _pool.serve_in_background()
+        _pool.timeout_s = _timeout_s()
+        return _pool
+
+
+def _idle_core() -> bool:
+    pool = _pool
+    return pool is None or pool.ready_workers() < cpu_share()
+
+
 def prewarm() -> None:
-    """Start the fork server in the background (it imports torch and FlyDSL once, about
-    3 s of one core), so the first shape's builds start at once. Called when the plugin
+    """Make the build pool now: its thread starts the fork server (which imports torch and
+    FlyDSL once, about 3 s of one core) and the workers, each warmed up with one
+    throwaway compile, so the first shape's builds start at once. Called when the plugin
     is enabled on a device where FlyDSL candidates can be offered; no-op when parallel
     builds are off."""
-    if build_workers(2) < 1:
-        return
+    try:
+        pool = build_pool()
+        if pool is not None:
+            pool.prewarm()
+    except Exception as exc:  # builds then make the pool themselves, or fall back
+        log.debug("inductor_flydsl: build pool not started: %s", exc)
 
-    def start() -> None:
-        try:
-            from multiprocessing import forkserver
 
-            build_context()
-            forkserver.ensure_running()
-        except Exception as exc:  # builds then start the server themselves, or fail
-            log.debug("inductor_flydsl: build fork server not started: %s", exc)
-
-    threading.Thread(target=start, name="inductor-flydsl-prewarm", daemon=True).start()
+def wait_ready(timeout_s: float) -> bool:
+    """Wait until the build pool's workers are all warm (benchmarks, tests); False when
+    there is no pool, it broke, or on timeout."""
+    pool = _pool
+    return pool is not None and pool.wait_ready(timeout_s)
 
 
 def variant_key(template_hash: str, config_id: str, arch: str, dtype: str, layout: str,
@@ -242,12 +338,16 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     process; returns config_id -> Build for every config. With the setting at 0, or a
     single config, nothing is started and the map is empty (first launch compiles)."""
     from ..keys import stable_id
-    from .catalog import BUILD_FN, Job, _compile_all
+    from .build_pool import ELSEWHERE
+    from .catalog import Job, job_payload, job_result
     from .cross_compile import template_source_hash
 
     template_hash = template_source_hash(template)
     wanted = {stable_id(c.to_json()): c for c in configs}
     if build_workers(len(wanted)) < 1 or len(wanted) < 2:
+        return {}
+    pool = build_pool()
+    if pool is None:
         return {}
     found: dict[str, Build] = {}
     jobs: list[Job] = []
@@ -264,39 +364,51 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
         return found
     # Largest first (longest-processing-time order), so no long build starts last.
     jobs.sort(key=lambda job: -_build_cost(job.config_json))
-    run = BuildRun(jobs=len(jobs), workers=build_workers(len(jobs)),
-                   builds=[found[job.config_id] for job in jobs])
-    runs.append(run)
+    run = BuildRun(jobs=len(jobs), workers=pool.n_workers,
+                   builds=[found[job.config_id] for job in jobs],
+                   workers_ready=pool.ready_workers())
     rounds = -(-len(jobs) // run.workers)
     deadline = time.monotonic() + _timeout_s() * rounds + 120  # + worker start-up
-    for job in jobs:
-        found[job.config_id].deadline = deadline
+    for index, build in enumerate(run.builds):
+        build.index, build.deadline = index, deadline
 
-    def on_result(item: Any) -> None:
-        found[item.job.config_id].finish(item.result, item.status)
+    def forget(build: Build) -> None:
+        job = build.job
+        with _lock:
+            _builds.pop(variant_key(template_hash, job.config_id, arch, dtype, layout, op),
+                        None)
 
-    def work() -> None:
-        try:
-            _compile_all(jobs, run.workers, _timeout_s(), BUILD_FN, on_result,
-                         claim=lambda job: found[job.config_id].claim("pool"),
-                         context=build_context())
-        except Exception as exc:  # the pool itself failed: builds fall back to first launch
+    def on_event(event: Any) -> None:
+        build = run.builds[event.index]
+        outcome = job_result(build.job, event)
+        build.finish(outcome.result, outcome.status, event.finished_at)
+
+    def on_done(pool_run: Any) -> None:
+        """What the pool closed is left to the launch (one the waiting thread took is
+        its own)."""
+        owners = pool_run.claims.owners(pool_run.base, len(pool_run.payloads))
+        for build, owner in zip(run.builds, owners, strict=True):
+            if not build.done.is_set() and owner != ELSEWHERE:
+                forget(build)
+                build.finish(None, "")
+        if pool_run.error:
             log.warning("inductor_flydsl: parallel FlyDSL builds failed (%s); candidates "
-                        "compile on first launch", exc)
-        finally:
-            for job in jobs:  # what the pool took and did not report is left to the launch
-                build = found[job.config_id]
-                if not build.done.is_set() and build.owner != "here":
-                    build.claim("pool")  # no waiting thread may start it now
-                    with _lock:
-                        _builds.pop(variant_key(template_hash, job.config_id, arch, dtype,
-                                                layout, op), None)
-                    build.finish(None, "")
-            run.pool_finished = time.perf_counter()
+                        "compile on first launch", pool_run.error)
+        run.pool_finished = time.monotonic()
 
+    settings = build_settings()
+    payloads = [job_payload(job, {"settings": settings}) for job in jobs]
+    pool_run = pool.submit(payloads, on_event, on_done)
+    if pool_run is None:  # broken or full: first launches compile
+        for build in run.builds:
+            forget(build)
+            build.finish(None, "")
+        return {}
+    for build in run.builds:
+        build.pool_run = pool_run
+    runs.append(run)
     log.debug("inductor_flydsl: building %d FlyDSL candidates in %d processes", len(jobs),
               run.workers)
-    threading.Thread(target=work, name="inductor-flydsl-builds", daemon=True).start()
     return found
 
 
@@ -305,3 +417,12 @@ def forget_builds() -> None:
     with _lock:
         _builds.clear()
         runs.clear()
+
+
+def shutdown_pool() -> None:
+    """Stop this process's build pool (tests; it is made again on the next use)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown()
