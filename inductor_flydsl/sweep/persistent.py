@@ -2,9 +2,14 @@
 batch of items (``python -m inductor_flydsl.sweep.worker --serve``).
 
 A fresh process per item pays Python, torch and Inductor's first-compile set-up (imports,
-the CPU ISA probe, pattern-matcher initialisation) every time; a persistent worker pays
-it once and resets Dynamo and the plugin between batches (worker.reset_between_items).
-Batches group up to ``batch_items`` items into one compiled graph (sweep/batch.py).
+the CPU ISA probe, pattern-matcher initialisation, the precompiled C++ header) every
+time; a persistent worker pays it once and resets Dynamo and the plugin between batches
+(worker.reset_between_items). Workers are started as the sweep starts, so their start-up
+overlaps the runner's first busy check, and on CPU their set-up runs in the background
+while the first batch is traced (worker._warm_up; nothing runs beside a benchmark).
+Batches group up to ``batch_items`` items into one compiled graph (sweep/batch.py); the
+busy note travels with each batch. At the end the idle workers are killed: each has
+reported, and its plugin committed and closed, everything.
 
 Faults cost one item, as with a process per item:
 - the worker exits (crash, abort, kill) or a batch passes its timeout (``timeout_s`` per
@@ -99,12 +104,12 @@ class PersistentPool:
         self.workers: dict[str, _Worker] = {}
         self.next_batch = 0
 
-    def start(self, slot: Slot, busy: str = "") -> _Worker:
-        """A new worker; ``busy`` (the machine was busy before its batch) travels in its
-        environment, as per item, so its selections are recorded low-confidence."""
+    def start(self, slot: Slot) -> _Worker:
+        """A new worker (its start-up, several seconds, overlaps the runner's busy check
+        and the previous batch's bookkeeping)."""
         workdir = Path(tempfile.mkdtemp(prefix=f"worker-{slot.name}-", dir=self.root))
         cmd = self.runner.worker_command(slot, workdir, "--serve")
-        env = self.runner.worker_env(slot, workdir, busy)
+        env = self.runner.worker_env(slot, workdir)
         stdout = open(workdir / "stdout.txt", "wb")
         stderr = open(workdir / "stderr.txt", "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
@@ -114,18 +119,22 @@ class PersistentPool:
         return worker
 
     def send(self, slot: Slot, batch: list[SweepItem], busy: str) -> None:
+        """Hand ``batch`` to the slot's worker (started if it has none, or a dead one);
+        ``busy`` (the machine was busy before the batch) travels with the batch, so its
+        selections are recorded low-confidence, as per item."""
         worker = self.workers.get(slot.name)
-        if worker is not None and (busy or worker.proc.poll() is not None):
-            self.stop(worker, kill=worker.proc.poll() is not None)  # busy: a new env
+        if worker is not None and worker.proc.poll() is not None:
+            self.stop(worker, kill=True)
             worker = None
         if worker is None:
-            worker = self.start(slot, busy)
+            worker = self.start(slot)
         self.next_batch += 1
         worker.batch_id, worker.batch, worker.reported = self.next_batch, batch, set()
         worker.started = time.monotonic()
         worker.busy = busy
         worker.stderr_start = (worker.workdir / "stderr.txt").stat().st_size
-        request = {"batch": worker.batch_id, "items": [i.to_dict() for i in batch]}
+        request = {"batch": worker.batch_id, "items": [i.to_dict() for i in batch],
+                   "busy": busy}
         assert worker.proc.stdin is not None
         try:
             worker.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -203,6 +212,9 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
         return (time.monotonic() - worker.started) / len(worker.batch)
 
     try:
+        if queue and options.budget_s != 0:
+            for slot in runner.slots:  # start-up overlaps the first busy check
+                pool.start(slot)
         with _signals_stop(runner) if options.handle_signals else _nothing():
             while queue or any(not w.idle for w in pool.workers.values()):
                 if runner.stop_signal is not None:
@@ -259,8 +271,6 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                                                   stderr_tail="the worker reported no "
                                                   "result for this item",
                                                   identity=runner.identity))
-                        if worker.busy:  # next batch gets a worker without the busy note
-                            pool.stop(worker)
                         continue
                     rc = worker.proc.poll()
                     limit = options.timeout_s * max(1, len(left)) + (
@@ -285,7 +295,9 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                 time.sleep(POLL_S)
     finally:
         for worker in list(pool.workers.values()):
-            pool.stop(worker, kill=not worker.idle)
+            # an idle worker has reported (and its plugin committed and closed) everything:
+            # killing it skips a torch interpreter's exit, about a second
+            pool.stop(worker, kill=True)
         shutil.rmtree(root, ignore_errors=True)
         summary.not_started = sum(len(batch) for batch in queue)
         summary.busy_waited_s = runner.gate.waited_s

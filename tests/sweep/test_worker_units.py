@@ -3,6 +3,11 @@ item selection for --resume and --shard."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
 import torch
 
@@ -107,3 +112,57 @@ def test_shard_from_slurm_and_torchrun_environment() -> None:
     assert shard_db_path(Path("/d/t.db"), None) == Path("/d/t.db")
     with pytest.raises(ItemError, match="needs --shard"):
         shard_db_path(Path("/d/t-{shard}.db"), None)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
+    """The persistent worker's warm-up compiles in the background (the precompiled
+    header); while Inductor's CPU benchmarker times a candidate, that compiler is
+    stopped (SIGSTOP), and it runs on afterwards. Here a real g++ waits on its input in a
+    registered background thread; the benchmarker is the real, wrapped one."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from inductor_flydsl.sweep import worker
+
+    assert worker._gate_cpu_benchmarks()
+    started = threading.Event()
+    holder: dict = {}
+
+    def compile_in_background() -> None:
+        proc = subprocess.Popen(["g++", "-x", "c++", "-fsyntax-only", "-"],
+                                stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        holder["proc"] = proc
+        started.set()
+        proc.wait()
+
+    thread = threading.Thread(target=compile_in_background, daemon=True)
+    thread.start()
+    worker._pausable.append(thread)
+    assert started.wait(30)
+    proc = holder["proc"]
+    seen = {}
+    try:
+        def timed() -> None:  # g++ and the cc1plus it runs; one in disk sleep (D)
+            deadline = time.monotonic() + 10  # takes the stop when it wakes
+            while True:
+                seen["during"] = {pid: _state(pid) for pid in worker._compiler_descendants()}
+                if set(seen["during"].values()) == {"T"} or time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+
+        benchmarker.benchmark_cpu(timed, warmup=0, rep=1)
+        seen["after"] = {pid: _state(pid) for pid in worker._compiler_descendants()}
+    finally:
+        proc.stdin.close()
+        thread.join(30)
+        worker._pausable.remove(thread)
+    assert proc.pid in seen["during"] and set(seen["during"]) == set(seen["after"]), seen
+    assert set(seen["during"].values()) == {"T"}, seen  # stopped while timing
+    assert "T" not in seen["after"].values(), seen  # running again
+    assert proc.returncode == 0
