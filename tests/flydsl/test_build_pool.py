@@ -59,6 +59,13 @@ def _collect(events: list, lock: threading.Lock):
     return on_event
 
 
+def _start(pool: build_pool.WorkerPool) -> None:
+    """Start the pool's workers and serving thread, and wait until the workers are warm."""
+    pool.prewarm()
+    pool.serve_in_background()
+    assert pool.wait_ready(60)
+
+
 def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(importable: str) -> None:
     """The parent's serving thread cannot run while another thread holds the GIL (here a
     Python loop under a 2 s switch interval, standing in for MLIR's pass manager); the
@@ -67,9 +74,7 @@ def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(importable: str
     events: list = []
     lock = threading.Lock()
     try:
-        pool.prewarm()
-        pool.serve_in_background()
-        assert pool.wait_ready(60)
+        _start(pool)
         run = pool.submit(_payloads(12, 0.1), _collect(events, lock))
         assert run is not None
         old = sys.getswitchinterval()
@@ -116,9 +121,7 @@ def test_warm_workers_serve_runs_in_turn_and_a_crash_costs_its_job(
     events: list = []
     lock = threading.Lock()
     try:
-        pool.prewarm()
-        pool.serve_in_background()
-        assert pool.wait_ready(60)
+        _start(pool)
         assert len(list(tmp_path.glob("warm-*"))) == 2
         first = pool.submit(_payloads(4, 0.05), _collect(events, lock))
         assert first is not None and first.done.wait(30)
@@ -143,9 +146,7 @@ def test_idle_workers_exit_and_come_back_for_work(importable: str) -> None:
     events: list = []
     lock = threading.Lock()
     try:
-        pool.prewarm()
-        pool.serve_in_background()
-        assert pool.wait_ready(60)
+        _start(pool)
         deadline = time.monotonic() + 20
         while pool.ready_workers() and time.monotonic() < deadline:
             time.sleep(0.1)
