@@ -127,7 +127,7 @@ def test_warm_workers_serve_runs_in_turn_and_a_crash_costs_its_job(
         assert first is not None and first.done.wait(30)
         pids = {e.detail["result"]["pid"] for e in events}
         assert pool.workers_started == 2 and len(pids) == 2
-        crashing = _payloads(5, 0.05)
+        crashing = _payloads(5, 0.5)  # slow enough that the crash is seen with jobs left
         crashing[2]["config"]["crash"] = 1
         second_events: list = []
         second = pool.submit(crashing, _collect(second_events, lock))
