@@ -2,13 +2,12 @@
 
 ``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias}_out`` are
 out-variant ops: they write into the buffer Inductor allocated (``out``), launch on the
-current stream and never synchronize
-the host; they allocate nothing except a split-K config's fp32 workspace, which comes from
-torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
-private pool). Generated code passes ``out`` by keyword (schemas cannot have
-keyword-only tensors, so it is an ordinary argument). Their fake implementations do
-nothing, so tracing, the FX graph cache and CUDA-graph capture see a plain in-place op.
-Generated code names them as
+current stream and never synchronize the host; they allocate nothing except a split-K
+config's fp32 workspace, which comes from torch's caching allocator on that stream (a
+CUDA-graph capture gives it the graph's private pool). Generated code passes ``out`` by
+keyword (schemas cannot have keyword-only tensors, so it is an ordinary argument). Their
+fake implementations do nothing, so tracing, the FX graph cache and CUDA-graph capture
+see a plain in-place op. Generated code names them as
 ``torch.ops.inductor_flydsl.<op>_out.default``: any process that has imported
 ``inductor_flydsl`` (or has the package installed, through the ``torch.backends`` entry
 point) can run a cached graph that calls them.

@@ -45,19 +45,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..noise import cpu_count
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
 ENV_BUILD_JOBS = "INDUCTOR_FLYDSL_BUILD_JOBS"
 ENV_BUILD_TIMEOUT = "INDUCTOR_FLYDSL_BUILD_TIMEOUT_S"
 ENV_TEST_CRASH = "INDUCTOR_FLYDSL_BUILD_TEST_CRASH"
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def cpu_share() -> int:
@@ -67,7 +61,7 @@ def cpu_share() -> int:
         local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     except ValueError:
         local = 1
-    return max(1, available_cpus() // local)
+    return max(1, cpu_count() // local)
 
 
 def default_build_workers() -> int:
@@ -101,11 +95,14 @@ def _timeout_s() -> float:
 
 
 # ---- building ------------------------------------------------------------------------
+def _is_build_setting(key: str) -> bool:
+    return key.startswith("FLYDSL_") or key == ENV_TEST_CRASH
+
+
 def build_settings() -> dict[str, str]:
     """The compiling process's settings a build must use (FlyDSL's, and the test hook):
     pool workers were forked earlier and may hold older ones."""
-    return {k: v for k, v in os.environ.items()
-            if k.startswith("FLYDSL_") or k == ENV_TEST_CRASH}
+    return {k: v for k, v in os.environ.items() if _is_build_setting(k)}
 
 
 def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
@@ -118,7 +115,7 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
     from ..keys import stable_id
 
     if settings is not None:
-        for key in [k for k in os.environ if k.startswith("FLYDSL_") or k == ENV_TEST_CRASH]:
+        for key in [k for k in os.environ if _is_build_setting(k)]:
             if key not in settings:
                 del os.environ[key]
         os.environ.update(settings)

@@ -431,14 +431,14 @@ def _gate_cpu_benchmarks() -> bool:
     except ImportError:
         return False
     original = getattr(benchmarker, "benchmark_cpu", None)
-    if not callable(original) or getattr(original, "waits_for_warm_up", False):
+    if not callable(original) or getattr(original, "quiets_warm_up", False):
         return callable(original)
 
     def benchmark_cpu(*args: Any, **kwargs: Any) -> Any:
         with _background_quiet():
             return original(*args, **kwargs)
 
-    benchmark_cpu.waits_for_warm_up = True  # type: ignore[attr-defined]
+    benchmark_cpu.quiets_warm_up = True  # type: ignore[attr-defined]
     benchmarker.benchmark_cpu = benchmark_cpu
     return True
 
