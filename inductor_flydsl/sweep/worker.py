@@ -409,10 +409,16 @@ def _background_quiet() -> Any:
     _wait_for_background()
     stopped: list[int] = []
     if any(t.is_alive() for t in _pausable):
-        for pid in _compiler_descendants():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
+        # again until a scan finds nothing new: a compiler driver may have started its
+        # cc1plus between the scan and its own stop
+        for _ in range(5):
+            new = [pid for pid in _compiler_descendants() if pid not in stopped]
+            if not new:
+                break
+            for pid in new:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
     try:
         yield
     finally:
