@@ -146,6 +146,18 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
     worker._pausable.append(thread)
     assert started.wait(30)
     proc = holder["proc"]
+
+    def names() -> list[str]:
+        found = []
+        for pid in worker._compiler_descendants():
+            with open(f"/proc/{pid}/comm") as f:
+                found.append(f.read().strip())
+        return found
+
+    # g++ has started its cc1plus (past the vfork, during which g++ cannot take a stop)
+    deadline = time.monotonic() + 30
+    while "cc1plus" not in names() and time.monotonic() < deadline:
+        time.sleep(0.01)
     seen = {}
     try:
         def timed() -> None:  # g++ and the cc1plus it runs; one in disk sleep (D)
