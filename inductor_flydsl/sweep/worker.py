@@ -331,24 +331,51 @@ BATCH_PREFIX = "SWEEP_BATCH "
 
 
 def _probe_vec_isas() -> None:
-    """Inductor's CPU vector-ISA probe (a C++ compile and a dlopen in a child Python per
-    ISA the CPU reports, one after another: ~5 s on 2 cores) with the ISAs probed in
-    parallel threads; Inductor's own ``pick_vec_isa`` then finds each answer cached."""
-    import platform
-    import threading
-
+    """Inductor's CPU vector-ISA pick, done once in the background, probing only the ISA
+    it picks (:func:`_first_valid_isa_only`)."""
     from torch._inductor import cpu_vec_isa
 
-    if platform.machine() in ("x86_64", "AMD64"):
-        flags = cpu_vec_isa.x86_isa_checker()
-        isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list
-                if all(flag in flags for flag in str(isa).split())]
-        threads = [threading.Thread(target=bool, args=(isa,), daemon=True) for isa in isas]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    _first_valid_isa_only()
     cpu_vec_isa.pick_vec_isa()
+
+
+def _first_valid_isa_only() -> None:
+    """Make Inductor's list of valid vector ISAs stop at the first valid one.
+
+    ``pick_vec_isa`` returns the first ISA, in Inductor's priority order, that the CPU
+    reports and whose test build loads (a C++ compile, ~2 s, and a dlopen in a child
+    Python); but Inductor test-builds every ISA the CPU reports before it picks (3 on an
+    AVX-512 VNNI machine, ~5 s one after another). With ``ATEN_CPU_CAPABILITY`` and
+    ``cpp.simdlen`` unset, only that first one counts, and the list stops there; the pick
+    is the same. Otherwise (or off Linux x86-64) Inductor's own list is used."""
+    import functools
+    import platform
+
+    from torch._inductor import config as inductor_config
+    from torch._inductor import cpu_vec_isa
+
+    original = cpu_vec_isa.valid_vec_isa_list
+    if getattr(original, "first_valid_only", False):
+        return
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return
+
+    @functools.cache
+    def first_valid() -> list[Any]:
+        flags = cpu_vec_isa.x86_isa_checker()
+        for isa in cpu_vec_isa.supported_vec_isa_list:
+            if all(flag in flags for flag in str(isa).split()) and isa:
+                return [isa]
+        return []
+
+    def valid_vec_isa_list() -> list[Any]:
+        if os.environ.get("ATEN_CPU_CAPABILITY") or inductor_config.cpp.simdlen is not None:
+            return original()
+        return first_valid()
+
+    valid_vec_isa_list.first_valid_only = True  # type: ignore[attr-defined]
+    valid_vec_isa_list.cache_clear = first_valid.cache_clear  # type: ignore[attr-defined]
+    cpu_vec_isa.valid_vec_isa_list = valid_vec_isa_list
 
 
 _background: list[Any] = []  # warm-up threads a benchmark must wait for
@@ -474,12 +501,13 @@ def _cpu_set_up() -> None:
 
 
 def _warm_up(device: str) -> None:
-    """Start Inductor's one-time CPU set-up in the background: the vector-ISA probe (C++
-    compiles in subprocesses, the ISAs in parallel) runs while this thread imports the
-    compile stack and the plugin, and then while the first batch is traced and lowered
-    (Inductor's own ``pick_vec_isa`` there waits for the probe's file locks and finds its
-    builds); then the precompiled C++ header (cpp_prefix.h, ~4 s of g++; each kernel then
-    compiles in about half the time) is built while the batch is lowered and its C++
+    """Start Inductor's one-time CPU set-up in the background: the vector-ISA probe (a
+    C++ compile and a dlopen per ISA tried, stopping at the first valid one:
+    :func:`_first_valid_isa_only`) runs while this thread imports the compile stack and
+    the plugin, and then while the first batch is traced and lowered (Inductor's own
+    ``pick_vec_isa`` there waits for the probe's file locks and finds its builds); then
+    the precompiled C++ header (cpp_prefix.h, ~4 s of g++; each kernel then compiles in
+    about half the time) is built while the batch is lowered and its C++
     candidates are built, so its final kernels find it ready. Inductor's CPU benchmarker
     waits for the probe and stops the header's compiler while it times anything."""
     if device == "cpu":

@@ -178,3 +178,66 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
     assert set(seen["during"].values()) == {"T"}, seen  # stopped while timing
     assert "T" not in seen["after"].values(), seen  # running again
     assert proc.returncode == 0
+
+
+FIRST_VALID_CHILD = r"""
+import json, os
+from torch._inductor import config, cpu_vec_isa
+from inductor_flydsl.sweep import worker
+
+builds = []
+check_build = cpu_vec_isa.VecISA.check_build
+def counting(self, code):
+    builds.append(str(self))
+    return check_build(self, code)
+cpu_vec_isa.VecISA.check_build = counting
+
+original = cpu_vec_isa.valid_vec_isa_list
+worker._first_valid_isa_only()
+picked = str(cpu_vec_isa.pick_vec_isa())
+fast_builds = len(builds)
+full = original()  # Inductor's own: every ISA the CPU reports, each test-built
+os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+by_capability = str(cpu_vec_isa.pick_vec_isa())
+del os.environ["ATEN_CPU_CAPABILITY"]
+config.cpp.simdlen = 256
+by_simdlen = str(cpu_vec_isa.pick_vec_isa())
+print(json.dumps({"picked": picked, "full": [str(i) for i in full],
+                  "fast_built": sorted(set(builds[:fast_builds])),
+                  "full_built": sorted(set(builds[fast_builds:])),
+                  "by_capability": by_capability, "by_simdlen": by_simdlen,
+                  "installed": cpu_vec_isa.valid_vec_isa_list is not original}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux x86-64 only")
+def test_worker_vec_isa_pick_probes_only_the_isa_inductor_picks(tmp_path) -> None:
+    """The persistent worker's vector-ISA probe stops at the first valid ISA: the pick is
+    Inductor's own (the first of its full, every-ISA-test-built list), with fewer test
+    builds when the CPU reports more than one ISA (the others are built only by the
+    full list afterwards); with ATEN_CPU_CAPABILITY or
+    cpp.simdlen set, Inductor's full list decides, as before. Real g++ test builds, in a
+    child process with its own Inductor cache."""
+    import json
+    import os
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the worker keeps Inductor's own list off x86-64")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor_cache")}
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    proc = subprocess.run([sys.executable, "-c", FIRST_VALID_CHILD], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["installed"]
+    if not got["full"]:
+        assert got["picked"] == "INVALID_VEC_ISA"
+        return
+    assert got["picked"] == got["full"][0]
+    assert got["fast_built"] == [got["picked"]], got  # only the picked ISA was test-built
+    assert set(got["full"][1:]) <= set(got["full_built"]), got  # the rest: by Inductor's
+    avx2 = [isa for isa in got["full"] if "avx2" in isa]
+    assert got["by_capability"] == (avx2[0] if avx2 else got["full"][0])
+    width256 = [isa for isa in got["full"] if isa == "avx2"]
+    assert got["by_simdlen"] == (width256[0] if width256 else "INVALID_VEC_ISA")
