@@ -124,7 +124,7 @@ class PersistentPool:
         selections are recorded low-confidence, as per item."""
         worker = self.workers.get(slot.name)
         if worker is not None and worker.proc.poll() is not None:
-            self.stop(worker, kill=True)
+            self.stop(worker)
             worker = None
         if worker is None:
             worker = self.start(slot)
@@ -142,23 +142,14 @@ class PersistentPool:
         except (BrokenPipeError, OSError):
             pass  # the worker died: poll() reports it
 
-    def stop(self, worker: _Worker, kill: bool = False) -> None:
-        """End a worker: close its input (it exits after its batch) or kill its group."""
-        if kill:
-            try:
-                os.killpg(worker.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        else:
-            try:
-                if worker.proc.stdin is not None:
-                    worker.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                worker.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                return self.stop(worker, kill=True)
+    def stop(self, worker: _Worker) -> None:
+        """End a worker: kill its process group. Every caller either has all its results
+        (an idle worker's plugin has committed and closed its DB; killing skips a torch
+        interpreter's exit, about a second) or is giving up on it (dead, hung, stopped)."""
+        try:
+            os.killpg(worker.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         worker.proc.wait()
         worker.stdout.close()
         worker.stderr.close()
@@ -226,7 +217,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                                     item=item, status=INTERRUPTED, slot=worker.slot.name,
                                     seconds=time.monotonic() - worker.started,
                                     error=f"sweep stopped by {summary.stopped}"))
-                        pool.stop(worker, kill=True)
+                        pool.stop(worker)
                     break
                 budget = options.budget_s
                 if queue and budget is not None and time.monotonic() - start >= budget:
@@ -279,7 +270,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                     if rc is None and not timed_out:
                         continue
                     tail = worker.stderr_tail()
-                    pool.stop(worker, kill=True)
+                    pool.stop(worker)
                     if len(left) > 1:  # retry each alone: a fault then costs one item
                         queue[:0] = [[item] for item in left]
                         continue
@@ -295,9 +286,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                 time.sleep(POLL_S)
     finally:
         for worker in list(pool.workers.values()):
-            # an idle worker has reported (and its plugin committed and closed) everything:
-            # killing it skips a torch interpreter's exit, about a second
-            pool.stop(worker, kill=True)
+            pool.stop(worker)
         shutil.rmtree(root, ignore_errors=True)
         summary.not_started = sum(len(batch) for batch in queue)
         summary.busy_waited_s = runner.gate.waited_s

@@ -330,15 +330,6 @@ def _tune_together(items: list[SweepItem], db: str, device: str, backends: str |
 BATCH_PREFIX = "SWEEP_BATCH "
 
 
-def _probe_vec_isas() -> None:
-    """Inductor's CPU vector-ISA pick, done once in the background, probing only the ISA
-    it picks (:func:`_first_valid_isa_only`)."""
-    from torch._inductor import cpu_vec_isa
-
-    _first_valid_isa_only()
-    cpu_vec_isa.pick_vec_isa()
-
-
 def _first_valid_isa_only() -> None:
     """Make Inductor's list of valid vector ISAs stop at the first valid one.
 
@@ -491,11 +482,14 @@ def _in_background(step: Any, *, pausable: bool = False) -> None:
 
 
 def _cpu_set_up() -> None:
-    """The vector-ISA probe, then the precompiled header in a pausable thread (Linux,
-    unless the user turned precompiled headers off)."""
+    """Inductor's vector-ISA pick (probing only the ISA it picks:
+    :func:`_first_valid_isa_only`), then the precompiled header in a pausable thread
+    (Linux, unless the user turned precompiled headers off)."""
     import torch._inductor.config as inductor_config
+    from torch._inductor import cpu_vec_isa
 
-    _probe_vec_isas()
+    _first_valid_isa_only()
+    cpu_vec_isa.pick_vec_isa()
     if sys.platform == "linux" and inductor_config.cpp_cache_precompile_headers:
         _in_background(_build_cpu_pch, pausable=True)
 
