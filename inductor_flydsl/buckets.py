@@ -28,13 +28,6 @@ def bucket_m(m: int) -> int | None:
     return 1 << (m - 1).bit_length()
 
 
-def bucket_hint(hint: int) -> int:
-    """A symbol's hint as a dynamic problem's key holds it: rounded up to a power of two
-    (0 and 1 stay), so compiles whose first call had 24 or 32 tokens share one record
-    (``Problem.symbolic``). No upper limit: the key is the selection made at the hint."""
-    return hint if hint <= 1 else 1 << (hint - 1).bit_length()
-
-
 def _with_m(t: TensorSpec, old_m: int, new_m: int, m_axis: int) -> TensorSpec:
     """``t`` with its M axis resized and dense strides in the same axis order (broadcast
     axes keep stride 0), as a freshly allocated operand of the bucket size would have."""
@@ -73,13 +66,13 @@ def bucket_problem(problem: Problem) -> tuple[Problem, int] | None:
 
 def dynamic_m_problem(problem: Problem) -> Problem:
     """The key a compile with a symbolic M (and everything else static) records for
-    ``problem``: M at its bucketed hint (:func:`bucket_hint`, strides to match) and the
-    M dim of A, of an (M, N) bias and of the output marked symbolic. What
+    ``problem`` when M's hint is the problem's M: the M dim of A, of an (M, N) bias and of
+    the output marked symbolic. What
     ``explain --dynamic-m`` looks up and what a dynamic sweep item reproduces."""
     if problem.dynamic or len(problem.output.size) < 2:
         return problem
     m = problem.mnk[0]
-    target = bucket_hint(m)
+    target = m
     start = 1 if problem.op in ("addmm", "baddbmm") and len(problem.inputs) >= 3 else 0
     inputs, symbolic = [], []
     for i, t in enumerate(problem.inputs):

@@ -21,13 +21,18 @@ class Decision:
 class Stats:
     hits: int = 0  # a DB winner was handed to Inductor: nothing benchmarked
     # a dynamic-shape problem's own recorded winner (keyed by its symbolic dims and
-    # bucketed hints) was handed to Inductor: nothing benchmarked
+    # hints) was served: nothing benchmarked
     dynamic_hits: int = 0
     bucket_hits: int = 0  # the winner of M's dynamic-M bucket was used (also a miss)
     # no exact winner (a miss); the nearest older record's short list was benchmarked
     prior_hits: int = 0
     misses: int = 0  # no DB winner for the problem
-    stale: int = 0  # DB winner not among the current candidates: normal autotuning
+    # an exact record served some candidates; the ones it lacks were benchmarked
+    partial_hits: int = 0
+    stale: int = 0  # an exact record holds none of the current candidates: autotuning
+    # a served compile whose scheduler ran another kernel or fusion for an epilogue than
+    # the one recorded (should stay 0: served timings reproduce Inductor's decision)
+    epilogue_changed: int = 0
     recorded: int = 0  # autotune selections written to the DB
     benchmarked: int = 0  # autotune selections Inductor benchmarked
     errors: int = 0  # plugin errors swallowed so the compile went on
@@ -36,6 +41,9 @@ class Stats:
     refused: int = 0
     decisions: list[Decision] = field(default_factory=list)
     refusals: list[dict[str, str]] = field(default_factory=list)  # {"op", "reason"}
+    # what the scheduler ran per selected GEMM: problem, epilogue ops, fused, kernel,
+    # served, record ("new", "same", "changed", None: not written)
+    epilogues: list[dict[str, object]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bump(self, name: str, amount: int = 1) -> None:
@@ -45,6 +53,10 @@ class Stats:
     def add_decision(self, decision: Decision) -> None:
         with self._lock:
             self.decisions.append(decision)
+
+    def add_epilogue(self, entry: dict[str, object]) -> None:
+        with self._lock:
+            self.epilogues.append(entry)
 
     def add_refusal(self, op: str, reason: str) -> None:
         with self._lock:
@@ -56,12 +68,13 @@ class Stats:
             return {
                 "hits": self.hits, "dynamic_hits": self.dynamic_hits,
                 "bucket_hits": self.bucket_hits, "prior_hits": self.prior_hits,
-                "misses": self.misses,
-                "stale": self.stale,
+                "misses": self.misses, "partial_hits": self.partial_hits,
+                "stale": self.stale, "epilogue_changed": self.epilogue_changed,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "refused": self.refused,
                 "refusals": [dict(r) for r in self.refusals],
                 "decisions": [asdict(d) for d in self.decisions],
+                "epilogues": [dict(e) for e in self.epilogues],
             }
 
 

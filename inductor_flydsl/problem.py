@@ -154,7 +154,7 @@ class Problem:
     # Dynamic shapes: the indices of the dims with a symbolic size of each input, then of
     # the output (len(inputs) + 1 tuples; where no size is symbolic, the dims with a
     # symbolic stride), or () for a static problem. Sizes and strides are then
-    # the bucketed hints (see ``dynamic_key``): the key of the selection Inductor makes
+    # the symbols' hints (see ``dynamic_key``): the key of the selection Inductor makes
     # once, at the hint, for every size the symbolic dims take.
     symbolic: tuple[tuple[int, ...], ...] = ()
     # The expression of each symbolic dim above, in order (inputs, then the output),
@@ -287,7 +287,7 @@ class Problem:
 
     def symbolic_text(self) -> str:
         """Which GEMM dims are symbolic, e.g. ``M`` or ``batch,M``; each keyed at its
-        bucketed hint (the size shown)."""
+        hint (the size shown)."""
         if not self.symbolic:
             return ""
         names = []

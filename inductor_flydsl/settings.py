@@ -7,14 +7,18 @@ Environment variables (read by :func:`settings_from_env`):
 - ``INDUCTOR_FLYDSL_DB=path`` overrides the default per-user DB path.
 - ``INDUCTOR_FLYDSL_MODE=readwrite|readonly|off`` overrides the default mode.
 - ``INDUCTOR_FLYDSL_SHIPPED=0`` stops layering the DBs shipped in the package.
-- ``INDUCTOR_FLYDSL_BUCKETS=0`` stops serving unseen M from its dynamic-M bucket (the sweep
-  sets it: it must measure every problem it is given).
-- ``INDUCTOR_FLYDSL_REUSE=0`` never hands Inductor a recorded winner: every GEMM is
+- ``INDUCTOR_FLYDSL_REUSE=0`` never hands Inductor recorded timings: every GEMM is
   benchmarked again and recorded (``sweep --remeasure``/``--remeasure-noisy`` set it).
-- ``INDUCTOR_FLYDSL_PRIORS=0`` stops using older records (other software, or the same arch
-  on another device) as priors for a short re-tune when no exact winner holds
-  (``priors.py``); ``INDUCTOR_FLYDSL_PRIOR_TOP_K=N`` (default 2) is how many of the prior's
-  best candidates the short list keeps.
+
+Two approximations trade the rule "the final code uses the kernels plain Inductor would
+pick" for compile time, and are therefore off unless asked for:
+
+- ``INDUCTOR_FLYDSL_PRIORS=1``: when no exact record holds (after an upgrade), use the
+  nearest older record (other software, or the same arch on another device) as a prior
+  and benchmark only its short list (``priors.py``); ``INDUCTOR_FLYDSL_PRIOR_TOP_K=N``
+  (default 2) is how many of the prior's best candidates the short list keeps.
+- ``INDUCTOR_FLYDSL_BUCKETS=1``: serve an M never measured the winner recorded at its
+  dynamic-M bucket (``buckets.py``).
 """
 
 from __future__ import annotations
@@ -67,9 +71,9 @@ class Settings:
     db_path: Path
     mode: Mode
     use_shipped: bool
-    use_buckets: bool = True
-    reuse: bool = True  # False: measure and record again, never reuse a recorded winner
-    use_priors: bool = True  # a short re-tune from the nearest older record
+    use_buckets: bool = False  # opt-in: serve an unseen M its bucket's winner
+    reuse: bool = True  # False: measure and record again, never serve recorded timings
+    use_priors: bool = False  # opt-in: a short re-tune from the nearest older record
     prior_top_k: int = DEFAULT_PRIOR_TOP_K
 
 
@@ -82,9 +86,9 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
     return Settings(db_path=path.expanduser(), mode=chosen,
                     use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
-                    use_buckets=not _falsy(os.environ.get(ENV_BUCKETS)),
+                    use_buckets=_truthy(os.environ.get(ENV_BUCKETS)),
                     reuse=not _falsy(os.environ.get(ENV_REUSE)),
-                    use_priors=not _falsy(os.environ.get(ENV_PRIORS)),
+                    use_priors=_truthy(os.environ.get(ENV_PRIORS)),
                     prior_top_k=_top_k(os.environ.get(ENV_PRIOR_TOP_K)))
 
 

@@ -148,12 +148,16 @@ def _show(db, args: argparse.Namespace) -> int:
     for d in details:
         p = d["problem"]
         print_table(f"{p['summary']}  (id {p['id']})",
-                    ["arch", "backend", "candidate", "ms", "status", "winner", "error"],
-                    [(r["arch"], r["backend"], r["name"], r["time_ms"], r["status"],
-                      "*" if r["is_winner"] else "", (r["error"] or "")[:60])
+                    ["arch", "backend", "candidate", "ms (Inductor's)", "measured ms",
+                     "status", "winner", "error"],
+                    [(r["arch"], r["backend"], r["name"], r["time_ms"], r["measured_ms"],
+                      r["status"], "*" if r["is_winner"] else "", (r["error"] or "")[:60])
                      for r in d["results"]])
         for w in d["winners"]:  # confidence and spread of each recorded winner
-            console.print(f"  winner on {queries.describe_winner(w)}", markup=False)
+            console.print(f"  GEMM-only winner on {queries.describe_winner(w)}",
+                          markup=False)
+        for e in d["epilogues"]:  # what the scheduler ran with each epilogue
+            console.print(f"  {queries.describe_epilogue(e)}", markup=False)
         for r in d["records"]:  # exact for this software, or a prior (and what changed)
             console.print(f"  record {describe_record_line(r)}", markup=False)
         for m in d["misses"]:
@@ -162,9 +166,10 @@ def _show(db, args: argparse.Namespace) -> int:
         if b.get("dynamic"):
             dyn = b["dynamic"]
             console.print(f"  dynamic problem: symbolic {dyn['symbolic']}, keyed at M's "
-                          f"bucketed hint M={dyn['keyed_m']} (each symbol's hint rounded up "
-                          "to a power of two); a dynamic compile is served by its winner "
-                          "above, else by the static bucket below", markup=False)
+                          f"hint M={dyn['keyed_m']} (the size the compile was traced at); a "
+                          "dynamic compile at that hint is served its recorded timings "
+                          "above (with INDUCTOR_FLYDSL_BUCKETS=1 also the static bucket "
+                          "below)", markup=False)
         if b.get("bucket_m") is None:
             console.print(f"  dynamic-M bucket: none (M={b.get('m')} is over the largest bucket)"
                           if "error" not in b else f"  {escape(b['error'])}")

@@ -10,7 +10,13 @@ from typing import Any
 
 from ..buckets import dynamic_m_problem
 from ..db.open import UnusableDB, open_db
-from ..db.queries import bucket_status, describe_winner, parse_shape
+from ..db.queries import (
+    bucket_status,
+    describe_epilogue,
+    describe_winner,
+    epilogue_decisions,
+    parse_shape,
+)
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
 from ..priors import describe_record_line
 from ..problem import synthetic_problem
@@ -43,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "dims, nt = K-contiguous weights)")
     p.add_argument("--dynamic-m", action="store_true",
                    help="M is symbolic (a dynamic-shape compile): show the key such a "
-                        "compile records (M at its bucketed hint), FlyDSL's eligibility for "
+                        "compile records (M at its hint, the given M), FlyDSL's eligibility for "
                         "every M, and how the DB serves it")
     p.add_argument("--arch", default="gfx950",
                    help=f"target arch ({', '.join(SUPPORTED_ARCHS)})")
@@ -215,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
             db_info = {"db": str(db_path), "error": str(exc)}
         else:
             db_info = {"db": str(db_path), **bucket_status(db, problem),
-                       **_record_status(db, db_path, problem, args.arch)}
+                       **_record_status(db, db_path, problem, args.arch),
+                       "epilogues": epilogue_decisions(db, problem.id)}
             db.close()
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
@@ -231,22 +238,28 @@ def run(args: argparse.Namespace) -> int:
         return status
     if problem.dynamic:
         console.print(f"dynamic M: keyed as {problem.summary()} (id {problem.id}), M at "
-                      "its bucketed hint (rounded up to a power of two)", markup=False)
+                      "its hint (the size of the first call)", markup=False)
     if db_info is not None:
         if "error" in db_info:
             console.print(f"tuning DB {db_path}: {db_info['error']}")
         elif db_info["exact_winner_archs"] and not db_info.get("prior"):
-            what = "winner of this dynamic problem" if problem.dynamic else "exact winner"
-            console.print(f"tuning DB {db_path}: {what} recorded on "
-                          f"{', '.join(db_info['exact_winner_archs'])}")
+            what = "record of this dynamic problem" if problem.dynamic else "exact record"
+            console.print(f"tuning DB {db_path}: {what} on "
+                          f"{', '.join(db_info['exact_winner_archs'])}: a compile is served "
+                          "every recorded candidate's time and Inductor decides as after "
+                          "benchmarking")
             for w in db_info.get("exact_winners", []):  # confidence and spread
-                console.print(f"  {describe_winner(w)}", markup=False)
+                console.print(f"  GEMM-only winner {describe_winner(w)}", markup=False)
+            for e in db_info.get("epilogues", []):  # what the scheduler ran
+                console.print(f"  {describe_epilogue(e)}", markup=False)
         elif db_info.get("prior"):
-            console.print(f"tuning DB {db_path}: no exact winner for this software; a "
-                          f"compile on {args.arch} benchmarks the short list of the prior "
-                          f"{db_info['prior']}", markup=False)
+            console.print(f"tuning DB {db_path}: no exact record for this software; with "
+                          f"INDUCTOR_FLYDSL_PRIORS=1 a compile on {args.arch} benchmarks the "
+                          f"short list of the prior {db_info['prior']} (otherwise every "
+                          "candidate)", markup=False)
         elif db_info["bucket_winner_archs"]:
-            console.print(f"tuning DB {db_path}: no exact winner; served by the "
+            console.print(f"tuning DB {db_path}: no exact record; with "
+                          "INDUCTOR_FLYDSL_BUCKETS=1 served by the "
                           f"{'static' if problem.dynamic else 'dynamic-M'} "
                           f"bucket M={db_info['bucket_m']} (winners on "
                           f"{', '.join(db_info['bucket_winner_archs'])})")

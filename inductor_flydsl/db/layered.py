@@ -22,7 +22,14 @@ from ..settings import Mode, Settings
 from ..software import SoftwareInfo
 from .open import UnusableDB
 from .shipped import shipped_db_paths
-from .store import CandidateResult, RecordedSelection, TuningDB, Winner, is_disk_full
+from .store import (
+    CandidateResult,
+    EpilogueDecision,
+    RecordedSelection,
+    TuningDB,
+    Winner,
+    is_disk_full,
+)
 
 if TYPE_CHECKING:
     from ..priors import Prior
@@ -113,14 +120,21 @@ class LayeredTuningDB:
                problem: Problem) -> Winner | None:
         """The exact winner (every recorded result still holds for ``software``), from
         the user's DB first, then the shipped ones."""
+        selection = self.exact_selection(device, software, problem)
+        return selection.winner if selection is not None else None
+
+    def exact_selection(self, device: DeviceInfo, software: SoftwareInfo,
+                        problem: Problem) -> RecordedSelection | None:
+        """The exact recorded selection (every result still holds for ``software``) with
+        every candidate's result, from the user's DB first, then the shipped ones."""
         for db in self._readable():
             try:
-                winner = db.lookup_winner(device, problem.id, software)
+                selection = db.exact_selection(device, problem.id, software)
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
                 continue
-            if winner is not None:
-                return winner
+            if selection is not None:
+                return selection
         return None
 
     def lookup_routed(self, device: DeviceInfo, software: SoftwareInfo,
@@ -197,16 +211,32 @@ class LayeredTuningDB:
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                          results: list[CandidateResult],
                          confidence: Confidence | None = None,
-                         prior: str | None = None) -> bool:
+                         prior: str | None = None, selected: str | None = None,
+                         deferred: bool = False) -> bool:
         db = self._writable_db()
         if db is None:
             return False
         try:
-            db.record_selection(device, software, problem, results, confidence, prior)
+            db.record_selection(device, software, problem, results, confidence, prior,
+                                selected=selected, deferred=deferred)
             return True
         except sqlite3.Error as exc:
             self._write_failed(db, exc)
             return False
+
+    def record_epilogue_decision(self, device: DeviceInfo, software: SoftwareInfo,
+                                 problem: Problem,
+                                 decision: EpilogueDecision) -> str | None:
+        """``"new"``, ``"same"`` or ``"changed"`` (``TuningDB.record_epilogue_decision``);
+        None when nothing can be written."""
+        db = self._writable_db()
+        if db is None:
+            return None
+        try:
+            return db.record_epilogue_decision(device, software, problem, decision)
+        except sqlite3.Error as exc:
+            self._write_failed(db, exc)
+            return None
 
     def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
         db = self._writable_db()

@@ -6,6 +6,7 @@ Conflict rule, per (device, software, problem):
 - results: rows DST lacks are added; DST keeps its own row for a candidate it has, unless
   SRC's row is more confident;
 - misses: counts add up, first/last seen widen;
+- epilogue decisions: rows DST lacks are added (DST keeps its own for an epilogue);
 - compile catalog and sweep status: rows DST lacks are added (a failed sweep status in DST
   is replaced by a finished one from SRC).
 Provenance: each SRC run is copied into DST's ``runs`` with a new id and
@@ -37,6 +38,7 @@ class MergeReport:
     winners_replaced: int = 0
     winners_kept: int = 0
     misses_merged: int = 0
+    epilogues_added: int = 0
     catalog_added: int = 0
 
 
@@ -95,6 +97,13 @@ def _merge_one(src: sqlite_utils.Database, dst: sqlite_utils.Database, src_path:
             [m["device_id"], m["software_id"], m["problem_id"], m["count"], m["first_seen"],
              m["last_seen"]])
         report.misses_merged += 1
+    if src.table("epilogue_decisions").exists():  # schema v4: rows DST lacks are added
+        before = dst.table("epilogue_decisions").count
+        dst.table("epilogue_decisions").insert_all(
+            [{**r, "run_id": runs.get(r["run_id"], None)}
+             for r in src.query("select * from epilogue_decisions")],
+            pk=(*key, "epilogue_id"), ignore=True)
+        report.epilogues_added += dst.table("epilogue_decisions").count - before
     before = dst.table("compile_catalog").count
     dst.table("compile_catalog").insert_all(
         [{**r, "run_id": runs.get(r["run_id"], None)}

@@ -27,11 +27,14 @@ from pathlib import Path
 import sqlite_utils
 
 from .schema import (
+    EPILOGUE_DECISIONS,
     RESULT_SPREAD_COLUMNS,
+    RESULT_V4_COLUMNS,
     SCHEMA_VERSION,
     SOFTWARE_V3_COLUMNS,
     WINNER_CONFIDENCE_COLUMNS,
     WINNER_PRIOR_COLUMNS,
+    WINNER_V4_COLUMNS,
 )
 
 
@@ -61,12 +64,28 @@ def _v3_validity_per_backend(db: sqlite_utils.Database) -> None:
     _add_columns(db, "winners", WINNER_PRIOR_COLUMNS)
 
 
+def _v4_inductor_decisions(db: sqlite_utils.Database) -> None:
+    # Older rows keep their meaning: time_ms was Inductor's time or a re-measured median,
+    # measured_ms stays NULL (served as time_ms), deferred NULL (not known).
+    _add_columns(db, "results", RESULT_V4_COLUMNS)
+    _add_columns(db, "winners", WINNER_V4_COLUMNS)
+    columns, pk = EPILOGUE_DECISIONS
+    table = db.table("epilogue_decisions")
+    if not table.exists():
+        table.create(columns, pk=pk, not_null={"epilogue", "candidate_id", "recorded_at"})
+    table.create_index(["problem_id"], if_not_exists=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(2, "results: repeats, median/IQR/CV, samples, confidence; winners: "
                  "confidence, reason, spread, runner-up, machine load",
               _v2_spread_and_confidence),
     Migration(3, "software: the GPU BLAS library ATen used; winners: the prior record a "
                  "short re-tune started from", _v3_validity_per_backend),
+    Migration(4, "results: the time Inductor's benchmark measured; winners: whether the "
+                 "choice was deferred to epilogue fusion; epilogue_decisions: what the "
+                 "scheduler finally ran for a GEMM and its epilogue",
+              _v4_inductor_decisions),
 ]
 OLDEST_MIGRATABLE = MIGRATIONS[0].to_version - 1
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import sqlite_utils
 
 from .migrations import OLDEST_MIGRATABLE, MigrationError, migrate
-from .schema import APPLICATION, SCHEMA_VERSION, TABLES, create_schema
+from .schema import APPLICATION, SCHEMA_VERSION, create_schema, required_tables
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
@@ -104,7 +104,7 @@ def check_schema(db: sqlite_utils.Database, path: Path) -> int:
     if version < OLDEST_MIGRATABLE:
         raise UnusableDB(f"{path} has schema version {version}, older than "
                          f"{OLDEST_MIGRATABLE}, and no migration exists")
-    missing = set(TABLES) - names
+    missing = required_tables(version) - names
     if missing:
         raise UnusableDB(f"{path} lacks tables: {', '.join(sorted(missing))}")
     return version

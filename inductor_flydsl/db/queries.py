@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlite_utils
@@ -130,6 +131,8 @@ def describe_winner(row: dict[str, Any]) -> str:
 def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]:
     spread = ("r.repeats, r.iqr_ms, r.confidence" if _has_confidence(db) else
               "null as repeats, null as iqr_ms, null as confidence")
+    spread += (", r.measured_ms" if "measured_ms" in db.table("results").columns_dict
+               else ", null as measured_ms")
     results = list(db.query(
         "select d.arch, d.name as device_name, s.torch, s.flydsl, s.templates, r.backend,"
         f" r.name, r.candidate_id, r.config, r.time_ms, {spread}, r.status, r.error,"
@@ -144,7 +147,42 @@ def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]
         "select d.arch, m.count, m.first_seen, m.last_seen from misses m"
         " join devices d on d.id = m.device_id where m.problem_id = ?", [problem_id]))
     return {"results": results, "misses": misses,
-            "winners": winner_confidence(db, problem_id)}
+            "winners": winner_confidence(db, problem_id),
+            "epilogues": epilogue_decisions(db, problem_id)}
+
+
+def epilogue_decisions(db: sqlite_utils.Database, problem_id: str) -> list[dict[str, Any]]:
+    """What the scheduler finally ran for the problem's GEMM with each epilogue it met
+    (``inductor/epilogues.py``); [] for a file older than schema version 4."""
+    if not db.table("epilogue_decisions").exists():
+        return []
+    rows = list(db.query(
+        "select d.arch, e.epilogue, e.name, e.backend, e.candidate_id, e.fused,"
+        " e.gemm_winner_id, e.gemm_ms, e.fused_ms, e.unfused_ms, e.decided_by, e.recorded_at"
+        " from epilogue_decisions e join devices d on d.id = e.device_id"
+        " where e.problem_id = ? order by d.arch, e.epilogue", [problem_id]))
+    for row in rows:
+        try:
+            row["epilogue"] = json.loads(row["epilogue"])
+        except (TypeError, ValueError):
+            row["epilogue"] = {"ops": []}
+        row["fused"] = bool(row["fused"])
+    return rows
+
+
+def describe_epilogue(row: dict[str, Any]) -> str:
+    """``<arch>: epilogue [relu] -> <kernel> (cpp), fused into the GEMM kernel; <how>``."""
+    ops = row["epilogue"].get("ops") or []
+    what = f"epilogue [{', '.join(ops)}]" if ops else "no epilogue"
+    how = ("fused into the GEMM kernel" if row["fused"] else
+           "separate epilogue kernel" if ops else "GEMM alone")
+    times = []
+    for key, label in (("fused_ms", "fused"), ("unfused_ms", "GEMM-only winner")):
+        if row.get(key) is not None:
+            times.append(f"{label} {row[key]:.4g} ms")
+    extra = f" [{', '.join(times)}]" if times else ""
+    return (f"{row['arch']}: {what} -> {row['name'] or row['candidate_id']} "
+            f"({row['backend']}), {how}{extra}; {row['decided_by']}")
 
 
 def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
@@ -165,8 +203,8 @@ def export_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
     """Which dynamic-M bucket serves ``problem`` (a ``Problem``) and on which archs the DB
     holds a winner for it (see ``buckets.py``). A dynamic problem (symbolic dims) gets
-    ``dynamic``: which dims are symbolic and the bucketed M hint it is keyed at; it is
-    served by its own winner (``exact_winner_archs``) first, then by the bucket."""
+    ``dynamic``: which dims are symbolic and the M hint it is keyed at; it is served by
+    its own record (``exact_winner_archs``), else (opt-in) by the bucket."""
     from ..buckets import bucket_m, bucket_problem
 
     m = problem.mnk[0]

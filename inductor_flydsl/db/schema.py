@@ -1,4 +1,4 @@
-"""Tables of the tuning DB (schema version 3), created through sqlite-utils.
+"""Tables of the tuning DB (schema version 4), created through sqlite-utils.
 
 Every value is a plain column or JSON text; nothing is ever pickled. Ids are
 ``keys.stable_id`` hashes of the JSON description of a device, software stack, problem or
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3  # older files are migrated in place by db/migrations.py
+SCHEMA_VERSION = 4  # older files are migrated in place by db/migrations.py
 APPLICATION = "inductor_flydsl"
 
 # Added in version 2 (issue 15). ``confidence`` is "high", "low" or NULL (unknown: a row
@@ -29,6 +29,32 @@ WINNER_CONFIDENCE_COLUMNS: dict[str, type] = {
 SOFTWARE_V3_COLUMNS: dict[str, type] = {"blas": str}
 WINNER_PRIOR_COLUMNS: dict[str, type] = {"prior": str}
 
+# Added in version 4 (issue 26): what Inductor decided with, and what it finally ran.
+# ``results.time_ms`` is the timing Inductor selected with (after any ``lookup``
+# customisation); ``results.measured_ms`` is what its benchmark returned for the candidate
+# (NULL when the timing came from a cache or a lookup that did not benchmark): the timing
+# a later compile is served in place of benchmarking. ``winners.candidate_id`` is the
+# choice Inductor selected (a re-measure only decides confidence); ``winners.deferred`` is
+# 1 when Inductor deferred the final choice to epilogue-fusion benchmarking (the winner is
+# then the GEMM-only one, and ``epilogue_decisions`` holds what the scheduler chose).
+RESULT_V4_COLUMNS: dict[str, type] = {"measured_ms": float}
+WINNER_V4_COLUMNS: dict[str, type] = {"deferred": int}
+EPILOGUE_DECISIONS: tuple[dict[str, type], tuple[str, ...]] = (
+    {"device_id": str, "software_id": str, "problem_id": str,
+     # stable id of the epilogue description (keys.stable_id of ``epilogue``)
+     "epilogue_id": str,
+     # JSON: {"ops": [...], "fused": bool, "extra_inputs": [...]} (epilogues.py)
+     "epilogue": str,
+     "candidate_id": str, "backend": str, "name": str,  # the kernel the final code runs
+     "fused": int,  # 1: the epilogue runs inside the GEMM kernel
+     "gemm_winner_id": str,  # the GEMM-only winner of the selection
+     "gemm_ms": float,  # the final kernel's GEMM-only time, as Inductor had it
+     "fused_ms": float,  # the fused kernel's benchmarked time (GPU benchmark fusion)
+     "unfused_ms": float,  # the GEMM-only winner's time (plus the epilogue's, if known)
+     "decided_by": str,  # how the scheduler decided (epilogues.py)
+     "run_id": int, "recorded_at": str},
+    ("device_id", "software_id", "problem_id", "epilogue_id"))
+
 # table -> (columns, primary key)
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "meta": ({"key": str, "value": str}, "key"),
@@ -43,14 +69,17 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                  "backend": str, "name": str, "config": str, "time_ms": float, "status": str,
                  "error": str, "run_id": int, "recorded_at": str,
                  # v2: spread of the timing and the confidence of its selection
-                 **RESULT_SPREAD_COLUMNS},
+                 **RESULT_SPREAD_COLUMNS,
+                 **RESULT_V4_COLUMNS},  # v4
                 ("device_id", "software_id", "problem_id", "candidate_id")),
     "winners": ({"device_id": str, "software_id": str, "problem_id": str, "candidate_id": str,
                  "backend": str, "name": str, "time_ms": float, "run_id": int,
                  "recorded_at": str,
                  **WINNER_CONFIDENCE_COLUMNS,  # v2
-                 **WINNER_PRIOR_COLUMNS},  # v3
+                 **WINNER_PRIOR_COLUMNS,  # v3
+                 **WINNER_V4_COLUMNS},  # v4
                 ("device_id", "software_id", "problem_id")),
+    "epilogue_decisions": EPILOGUE_DECISIONS,  # v4
     "misses": ({"device_id": str, "software_id": str, "problem_id": str, "count": int,
                 "first_seen": str, "last_seen": str},
                ("device_id", "software_id", "problem_id")),
@@ -81,10 +110,21 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                      ("device_id", "software_id", "item_id")),
 }
 
+# Tables a later schema version added: a file of an older version (read as it is, or
+# about to be migrated) may lack them.
+TABLE_SINCE: dict[str, int] = {"epilogue_decisions": 4}
+
+
+def required_tables(version: int) -> set[str]:
+    """The tables a file of schema ``version`` must have."""
+    return {name for name in TABLES if TABLE_SINCE.get(name, 1) <= version}
+
+
 NOT_NULL: dict[str, set[str]] = {
     "results": {"backend", "name", "status", "recorded_at"},
     "winners": {"candidate_id", "backend", "recorded_at"},
     "problems": {"op", "summary", "spec"},
+    "epilogue_decisions": {"epilogue", "candidate_id", "recorded_at"},
 }
 
 INDEXES: dict[str, list[list[str]]] = {
@@ -92,6 +132,7 @@ INDEXES: dict[str, list[list[str]]] = {
     "results": [["problem_id"], ["run_id"]],
     "winners": [["problem_id"]],
     "misses": [["problem_id"]],
+    "epilogue_decisions": [["problem_id"]],
 }
 
 

@@ -45,11 +45,26 @@ class CandidateResult:
     status: str = STATUS_OK
     error: str = ""
     spread: Spread | None = None  # repeated timings, for the finalists a selection re-measured
+    # what Inductor's benchmark returned; ``time_ms`` is the time Inductor selected with
+    # (the same, unless a ``lookup`` customisation adjusted it). None: not benchmarked here
+    measured_ms: float | None = None
 
     @property
     def usable(self) -> bool:
         return self.status == STATUS_OK and self.time_ms is not None and math.isfinite(
             self.time_ms)
+
+    @property
+    def served_ms(self) -> float:
+        """The time a later compile is handed in place of benchmarking this candidate:
+        what the benchmark measured (Inductor's ``lookup`` then adjusts it as it did),
+        inf for a candidate that failed or was invalid."""
+        if not self.usable:
+            return math.inf
+        measured = self.measured_ms
+        if measured is not None and math.isfinite(measured):
+            return float(measured)
+        return float(self.time_ms)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -105,9 +120,12 @@ def rank_of(level: str | None) -> int:
 def _result_row(keys: dict[str, str], r: CandidateResult, level: str | None, run_id: int,
                 now: str) -> dict[str, Any]:
     spread = r.spread if r.usable else None
+    measured = r.measured_ms if r.usable and r.measured_ms is not None and math.isfinite(
+        r.measured_ms) else None
     return {**keys, "candidate_id": r.candidate_id, "backend": r.backend, "name": r.name,
             "config": canonical_json(r.config),
-            "time_ms": (spread.median if spread else r.time_ms) if r.usable else None,
+            # the time Inductor selected with; the re-measured spread is kept beside it
+            "time_ms": r.time_ms if r.usable else None, "measured_ms": measured,
             "status": r.status, "error": r.error[:4000], "run_id": run_id,
             "recorded_at": now, "repeats": spread.repeats if spread else None,
             "median_ms": spread.median if spread else None,
@@ -134,6 +152,8 @@ class TuningDB:
         self.has_confidence = "confidence" in winner_columns
         self.has_prior = "prior" in winner_columns
         self.has_blas = "blas" in db.table("software").columns_dict
+        self.has_measured = "measured_ms" in db.table("results").columns_dict  # v4
+        self.has_epilogues = db.table("epilogue_decisions").exists()  # v4
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, writable: bool, tool: str = "torch.compile",
@@ -198,12 +218,15 @@ class TuningDB:
                 " where w.problem_id = ? and d.kind = coalesce(?, d.kind)"
                 " and d.arch = coalesce(?, d.arch)", [problem_id, kind, arch]))
             selections = []
+            measured = "measured_ms" if self.has_measured else "null as measured_ms"
             for w in winners:
                 results = tuple(CandidateResult(
                     str(r["candidate_id"]), str(r["backend"]), str(r["name"] or ""),
-                    decode_config(r["config"]), r["time_ms"], str(r["status"]))
+                    decode_config(r["config"]), r["time_ms"], str(r["status"]),
+                    measured_ms=r["measured_ms"])
                     for r in self.db.query(
-                        "select candidate_id, backend, name, config, time_ms, status from"
+                        "select candidate_id, backend, name, config, time_ms, status,"
+                        f" {measured} from"
                         " results where device_id = ? and software_id = ? and"
                         " problem_id = ? order by status != 'ok', time_ms is null, time_ms,"
                         " candidate_id", [w["device_id"], w["software_id"], problem_id]))
@@ -249,19 +272,26 @@ class TuningDB:
     def record_selection(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                          results: list[CandidateResult],
                          confidence: Confidence | None = None,
-                         prior: str | None = None) -> None:
+                         prior: str | None = None, selected: str | None = None,
+                         deferred: bool = False) -> None:
         """Store every candidate's result, then the winner, in one commit.
 
-        Confidence ranks results: ``high`` over unknown (rows from before schema v2, or a
-        caller that measured no spread) over ``low``. A result never replaces a stored
-        result of the same candidate with a higher rank, and the winner is the fastest
-        ``ok`` result of the highest rank recorded for the problem on this device and
-        software, these results and earlier ones alike: a noisy autotune never replaces
-        a confident winner, a confident one replaces a noisy one, and a partial autotune
-        (a backend turned off) never replaces a faster winner of the same rank.
+        ``selected`` is the candidate Inductor chose (None: the fastest of ``results`` by
+        the time Inductor selected with, which is its choice unless a threshold or an
+        ``override_best_choice`` hook intervened). It becomes the winner, except that:
+
+        - confidence ranks: ``high`` over unknown (rows from before schema v2, or a caller
+          that measured no spread) over ``low``. A result never replaces a stored result
+          of the same candidate with a higher rank, and a selection never replaces a
+          winner of a higher rank: a noisy autotune never replaces a confident winner, a
+          confident one replaces a noisy one;
+        - a partial autotune (a backend turned off: the stored winner was not among its
+          candidates) never replaces a faster winner of the same rank.
 
         ``prior``: the JSON of the prior whose short list was benchmarked (``priors.py``),
-        kept with a winner this selection measured.
+        kept with a winner this selection measured. ``deferred``: Inductor deferred the
+        final choice to epilogue-fusion benchmarking (``selected`` is then the GEMM-only
+        winner; ``epilogue_decisions`` gets what the scheduler chose).
         """
         now = utc_now()
         level = confidence.level if confidence is not None else None
@@ -276,25 +306,53 @@ class TuningDB:
                     if stored.get(r.candidate_id, -1) <= rank_of(level)]
             self.db.table("results").upsert_all(
                 rows, pk=("device_id", "software_id", "problem_id", "candidate_id"))
-            best = list(self.db.query(
-                "select candidate_id, backend, name, time_ms, run_id, recorded_at, repeats,"
-                " iqr_ms, confidence from results where device_id = ? and software_id = ?"
-                " and problem_id = ? and status = 'ok' and time_ms is not null order by "
-                f"{RANK_SQL} desc, time_ms, candidate_id limit 1",
-                [device.id, software.id, problem.id]))
-            if best:
-                self._store_winner(keys, best[0], confidence, now, prior)
+            chosen = self._chosen(keys, results, selected, level)
+            if chosen is not None:
+                self._store_winner(keys, chosen, confidence, now, prior, deferred)
+
+    def _chosen(self, keys: dict[str, str], results: list[CandidateResult],
+                selected: str | None, level: str | None) -> dict[str, Any] | None:
+        """The winner row this selection leaves: its own choice, or the stored winner
+        when that one ranks higher or this selection could not see it."""
+        if selected is None:
+            best = pick_winner(results)
+            selected = best.candidate_id if best is not None else None
+        if selected is None:
+            return None  # nothing usable measured: the stored winner (if any) stays
+        columns = ("candidate_id, backend, name, time_ms, run_id, recorded_at, repeats,"
+                   " iqr_ms, confidence")
+        where = "device_id = ? and software_id = ? and problem_id = ?"
+        params = [keys["device_id"], keys["software_id"], keys["problem_id"]]
+        mine = list(self.db.query(f"select {columns} from results where {where} and"
+                                  " candidate_id = ? and status = 'ok' and time_ms is not"
+                                  " null", [*params, selected]))
+        current = list(self.db.query(
+            f"select w.candidate_id, w.time_ms, w.confidence from winners w where {where}",
+            params))
+        if not mine:
+            return None
+        if not current or current[0]["candidate_id"] == selected:
+            return mine[0]
+        stored_rank = rank_of(current[0]["confidence"])
+        if stored_rank > rank_of(level):
+            return None  # a better-ranked winner stays as it was recorded
+        seen = any(r.candidate_id == current[0]["candidate_id"] for r in results)
+        stored_ms, my_ms = current[0]["time_ms"], mine[0]["time_ms"]
+        if (not seen and stored_rank == rank_of(level) and stored_ms is not None
+                and my_ms is not None and stored_ms < my_ms):
+            return None  # a partial autotune: the faster winner it did not see stays
+        return mine[0]
 
     def _store_winner(self, keys: dict[str, str], best: dict[str, Any],
                       confidence: Confidence | None, now: str,
-                      prior: str | None = None) -> None:
+                      prior: str | None = None, deferred: bool = False) -> None:
         current = list(self.db.query(
             "select candidate_id from winners where device_id = ? and software_id = ? and"
             " problem_id = ?", [keys["device_id"], keys["software_id"], keys["problem_id"]]))
         fresh = best.pop("recorded_at") == now  # measured by this selection
         if not fresh and current and current[0]["candidate_id"] == best["candidate_id"]:
             return  # an earlier, better-ranked winner stays as it was recorded
-        row = {**keys, **best, "recorded_at": now}
+        row = {**keys, **best, "recorded_at": now, "deferred": int(deferred)}
         if fresh:
             row["prior"] = prior
         if fresh and confidence is not None:
@@ -306,6 +364,43 @@ class TuningDB:
         elif not fresh:
             row["confidence_reason"] = "kept: an earlier result of a higher rank"
         self.db.table("winners").upsert(row, pk=("device_id", "software_id", "problem_id"))
+
+    def record_epilogue_decision(self, device: DeviceInfo, software: SoftwareInfo,
+                                 problem: Problem, decision: EpilogueDecision) -> str:
+        """Store what the scheduler finally ran for one GEMM and its epilogue. Returns
+        ``"new"``, ``"same"`` (the stored decision ran the same kernel the same way) or
+        ``"changed"`` (the row is replaced by this newer decision)."""
+        now = utc_now()
+        with self.transaction():
+            run_id = self.run_id()
+            self._upsert_keys(device, software, problem)
+            keys = {"device_id": device.id, "software_id": software.id,
+                    "problem_id": decision.problem_id, "epilogue_id": decision.epilogue_id}
+            current = list(self.db.query(
+                "select candidate_id, fused from epilogue_decisions where device_id = ? and"
+                " software_id = ? and problem_id = ? and epilogue_id = ?", list(keys.values())))
+            if current and (current[0]["candidate_id"], bool(current[0]["fused"])) == (
+                    decision.candidate_id, decision.fused):
+                return "same"
+            self.db.table("epilogue_decisions").upsert(
+                {**keys, **decision.as_row(), "run_id": run_id, "recorded_at": now},
+                pk=("device_id", "software_id", "problem_id", "epilogue_id"))
+            return "changed" if current else "new"
+
+    def epilogue_decisions(self, problem_id: str) -> list[dict[str, Any]]:
+        """Every recorded epilogue decision of ``problem_id`` (any device, software), with
+        the device and software it was made on; [] for a file older than schema v4."""
+        if not self.has_epilogues:
+            return []
+        with self._lock:
+            rows = list(self.db.query(
+                "select e.*, d.kind, d.arch, d.name as device_name, s.torch, s.triton,"
+                " s.flydsl from epilogue_decisions e join devices d on d.id = e.device_id"
+                " join software s on s.id = e.software_id where e.problem_id = ?"
+                " order by e.recorded_at", [problem_id]))
+        for row in rows:
+            row["epilogue"] = _decode_json(row["epilogue"])
+        return rows
 
     def record_miss(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem) -> None:
         now = utc_now()
@@ -340,6 +435,39 @@ def refusal_id(op: str, reason: str) -> str:
     (there is no ``problems`` row to point at)."""
     text = " ".join(f"{op}: {reason}".split())
     return f"{REFUSED_PREFIX}{''.join(c if c.isprintable() else '?' for c in text)[:300]}"
+
+
+@dataclass(frozen=True)
+class EpilogueDecision:
+    """What the scheduler finally ran for one recorded GEMM selection and the pointwise
+    work that consumes its output (``inductor/epilogues.py`` observes it)."""
+
+    problem_id: str
+    epilogue_id: str
+    epilogue: dict[str, Any]  # {"ops": [...], "fused": [...], "separate": [...]}
+    candidate_id: str  # the kernel the final code runs for the GEMM
+    backend: str
+    name: str
+    fused: bool  # the epilogue (or part of it) runs inside the GEMM kernel
+    gemm_winner_id: str  # the GEMM-only winner of the selection
+    gemm_ms: float | None = None
+    fused_ms: float | None = None
+    unfused_ms: float | None = None
+    decided_by: str = ""
+
+    def as_row(self) -> dict[str, Any]:
+        return {"epilogue": canonical_json(self.epilogue), "candidate_id": self.candidate_id,
+                "backend": self.backend, "name": self.name, "fused": int(self.fused),
+                "gemm_winner_id": self.gemm_winner_id, "gemm_ms": self.gemm_ms,
+                "fused_ms": self.fused_ms, "unfused_ms": self.unfused_ms,
+                "decided_by": self.decided_by}
+
+
+def _decode_json(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except (json.JSONDecodeError, TypeError):
+        return None
 
 
 def decode_config(text: str | None) -> dict[str, Any]:

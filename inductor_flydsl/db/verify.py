@@ -123,6 +123,17 @@ def verify_report(db: sqlite_utils.Database) -> VerifyReport:
                      " and r.status = 'ok')"):
         issues.append(f"winners: {row['problem_id']} names {row['candidate_id']}, which has "
                       "no ok result")
+    if db.table("epilogue_decisions").exists():  # schema v4
+        for row in _rows(db, "select * from epilogue_decisions"):
+            where = f"epilogue_decisions: {row['problem_id']}/{row['epilogue_id']}"
+            if row["fused"] not in (0, 1) or not _json_dict(row["epilogue"]):
+                issues.append(f"{where}: bad row (fused {row['fused']!r}, epilogue not a "
+                              "JSON object)")
+            for key in ("gemm_ms", "fused_ms", "unfused_ms"):
+                t = row[key]
+                if t is not None and (not isinstance(t, int | float) or not math.isfinite(t)
+                                      or t < 0):
+                    issues.append(f"{where}: bad {key} {t!r}")
     for row in _rows(db, "select * from misses where count < 1"):
         issues.append(f"misses: {row['problem_id']} has count {row['count']}")
     for row in _rows(db, "select * from compile_catalog"):
@@ -137,7 +148,10 @@ def verify_report(db: sqlite_utils.Database) -> VerifyReport:
 
 def _orphans(db: sqlite_utils.Database) -> list[str]:
     issues = []
-    for table in ("results", "winners", "misses"):
+    tables = ["results", "winners", "misses"]
+    if db.table("epilogue_decisions").exists():
+        tables.append("epilogue_decisions")
+    for table in tables:
         for column, target in (("device_id", "devices"), ("software_id", "software"),
                                ("problem_id", "problems")):
             # a refused problem has no problems row by design (its id holds the reason)

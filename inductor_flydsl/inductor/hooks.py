@@ -1,20 +1,30 @@
 """The hooks the plugin puts into TorchInductor's autotuning.
 
-``AlgorithmSelectorCache.__call__`` (behind every ``autotune_select_algorithm``) is the
-one place that sees the op name, the input nodes, the output layout and the final choice
-list together. The plugin extends that class and swaps the class of Inductor's existing
-selector object (its state, feedback savers and preprocessing functions stay as they
-are); the subclass only remembers the call's context for the hooks below, which use
-Inductor's public registration functions:
+The rule they keep: with the plugin on, the final code uses the kernels plain Inductor
+would pick; recorded timings only replace benchmarking (``serving.py``).
+
+``AlgorithmSelectorCache`` (behind every ``autotune_select_algorithm``) is the one place
+that sees the op name, the input nodes, the output layout and the final choice list
+together, and the one that benchmarks. The plugin extends that class and swaps the class
+of Inductor's existing selector object (its state, feedback savers and preprocessing
+functions stay as they are). The subclass remembers the call's context, hands Inductor
+recorded timings in place of benchmarking (``autotune``) and builds nothing for a served
+candidate (``make_precompile_fn``); everything else is Inductor's public registration
+functions:
 
 - a preprocessing function (runs after Inductor's own filters): adds plugin choices
   (FlyDSL, when its backend token is on and the problem is eligible), then looks the
-  problem up in the tuning DB and, when the exact recorded winner (every result of its
-  selection still holds for this software, ``validity.py``) is among the candidates,
-  returns only that winner, so Inductor benchmarks nothing; without one, the nearest
-  older record (``priors.py``) narrows the candidates to a short list Inductor benchmarks;
-- a feedback saver: after Inductor benchmarked, records every candidate and the winner
-  (and the prior, when the candidates were a prior's short list).
+  problem up in the tuning DB; when an exact record holds (every result still holds for
+  this software, ``validity.py``), every candidate it has a result for is served its
+  recorded time. The choice list is not narrowed: Inductor decides among all of them as
+  it would after benchmarking. Opt-in approximations narrow it instead (a prior's short
+  list after an upgrade, ``INDUCTOR_FLYDSL_PRIORS=1``; a dynamic-M bucket's winner,
+  ``INDUCTOR_FLYDSL_BUCKETS=1``);
+- a feedback saver: after Inductor benchmarked, records every candidate it measured, with
+  the time Inductor selected with and the time the benchmark returned; the winner is the
+  choice Inductor then made (``PluginSelector.__call__`` sees it), or, when Inductor
+  deferred the choice to epilogue-fusion benchmarking, the GEMM-only winner, with what the
+  scheduler finally ran recorded by ``epilogues.py``.
 
 Every hook swallows its own errors (counted in ``stats()['errors']``, logged once): the
 plugin never makes a compile fail that plain Inductor would have completed.
@@ -35,11 +45,12 @@ from .. import routing
 from ..buckets import bucket_problem, family_id
 from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
-from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, pick_winner
+from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecision
 from ..device import describe_device
 from ..priors import Prior, short_list
 from ..problem import InvalidProblem, Problem
 from ..software import current_software
+from . import epilogues, serving
 from .candidates import backend_of, candidate_id, config_of
 from .ir_problem import problem_from_ir
 from .remeasure import with_confidence
@@ -51,12 +62,26 @@ ChoiceProvider = Callable[[str, Sequence[Any], Any, Sequence[Any]], list[Any]]
 
 
 @dataclass
+class PendingRecord:
+    """A selection's results, recorded once Inductor's choice is known."""
+
+    device: Any
+    problem: Problem
+    results: list[CandidateResult]
+    confidence: Any
+    prior: Prior | None
+
+
+@dataclass
 class SelectionContext:
     name: str
     input_nodes: Sequence[Any]
     layout: Any
     input_gen_fns: Any = None  # Inductor's own benchmark-input generators, if any
     prior: Prior | None = None  # set when a prior's short list was handed to Inductor
+    problem: Problem | None = None  # the DB key, once the preprocessing step made it
+    source: str | None = None  # where served timings came from ("db:<path>"), if any
+    pending: PendingRecord | None = None  # set by the feedback saver
 
 
 _current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(
@@ -114,17 +139,41 @@ def _report_error(where: str, exc: BaseException) -> None:
 
 
 class PluginSelector(select_algorithm.AlgorithmSelectorCache):
-    """Inductor's selector, remembering the op name and inputs of the current call."""
+    """Inductor's selector, remembering the op name and inputs of the current call,
+    serving recorded timings in place of benchmarking, and recording Inductor's choice."""
 
     def __call__(self, name: str, choices: list[Any], input_nodes: Any, layout: Any,
                  *args: Any, **kwargs: Any) -> Any:
         gen_fns = args[0] if args else kwargs.get("input_gen_fns")
         args, kwargs, gen_fns = _with_routing(name, input_nodes, args, kwargs, gen_fns)
-        token = _current.set(SelectionContext(name, input_nodes, layout, gen_fns))
+        ctx = SelectionContext(name, input_nodes, layout, gen_fns)
+        token = _current.set(ctx)
         try:
-            return super().__call__(name, choices, input_nodes, layout, *args, **kwargs)
+            result = super().__call__(name, choices, input_nodes, layout, *args, **kwargs)
         finally:
             _current.reset(token)
+        _finish_selection(ctx, result)
+        return result
+
+    def autotune(self, name: Any, input_nodes: Any, layout: Any, input_gen_fns: Any,
+                 choices: Any, *args: Any, **kwargs: Any) -> dict[Any, float]:
+        """Inductor's benchmark of ``choices``, except that a served candidate gets its
+        recorded time instead (``serving.py``); what is benchmarked is remembered."""
+        served = serving.SERVED.pick(choices)
+        todo = [c for c in choices if c not in served]
+        measured: dict[Any, float] = {}
+        if todo:
+            measured = super().autotune(name, input_nodes, layout, input_gen_fns, todo,
+                                        *args, **kwargs)
+            for choice, ms in measured.items():
+                serving.MEASURED.set(choice, float(ms))
+        timings = {**served, **measured}
+        return {c: timings[c] for c in choices if c in timings}
+
+    def make_precompile_fn(self, choices: Any, *args: Any, **kwargs: Any) -> Any:
+        """Precompiles only what will be benchmarked: a served candidate is never built
+        for benchmarking (the one Inductor picks is built by its final codegen)."""
+        return super().make_precompile_fn(serving.unserved(choices), *args, **kwargs)
 
 
 def _with_routing(name: str, input_nodes: Any, args: tuple, kwargs: dict,
@@ -165,9 +214,9 @@ def _problem(ctx: SelectionContext, choices: Sequence[Any]) -> Problem:
 
 
 def preprocess_choices(choices: list[Any]) -> list[Any]:
-    """Add plugin choices, then hand Inductor only the DB winner when there is one (or a
-    prior's short list); then let plugin choices prepare (FlyDSL starts its builds) for
-    what Inductor will really run."""
+    """Add plugin choices, then serve the recorded timings of an exact DB record (or,
+    opt-in, narrow to a prior's short list or a bucket's winner); then let plugin choices
+    prepare (FlyDSL starts its builds) for what Inductor will really benchmark."""
     state, ctx = _state, _current.get()
     if state is None or ctx is None or not choices or not is_gemm_op(ctx.name):
         return choices
@@ -181,10 +230,10 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
     # (INDUCTOR_FLYDSL_REUSE=0: benchmark, then record)
     if len(choices) >= 2 and state.tuning_db.settings.reuse:
         try:
-            final = _reuse_winner(state, ctx, choices)
+            final = _reuse(state, ctx, choices)
         except Exception as exc:
             _report_error("tuning DB lookup", exc)
-    _prepare(final)
+    _prepare(serving.unserved(final))
     return final
 
 
@@ -214,31 +263,42 @@ def _refuse(state: PluginState, ctx: SelectionContext, reason: str) -> None:
                                    reason)
 
 
-def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> list[Any]:
+def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> list[Any]:
     try:
         problem = _problem(ctx, choices)
     except InvalidProblem as exc:
         _refuse(state, ctx, str(exc))
         return choices
+    ctx.problem = problem
     device, software = _device_of(ctx.layout), current_software()
     db = state.tuning_db
-    # A dynamic problem is looked up under its own key (symbolic dims, bucketed hints):
+    # A grouped GEMM measured under several token routings: the best worst case, served
+    # alone (by design: Inductor benchmarks one synthetic routing only).
+    if routing.active() is None and problem.op == routing.GROUPED_OP:
+        routed = db.lookup_routed(device, software, problem)
+        matching = [c for c in choices if routed is not None
+                    and candidate_id(c) == routed.candidate_id]
+        if routed is not None and matching:
+            return _use(state, problem, matching[0], routed.candidate_id, routed.backend,
+                        f"db:{routed.source}", "hits")
+    # A dynamic problem is looked up under its own key (symbolic dims, exact hints):
     # the selection a dynamic compile made and recorded, for the same symbolic kernel.
-    # A grouped GEMM measured under several token routings: the best worst case.
-    routed = db.lookup_routed(device, software, problem) if routing.active() is None \
-        and problem.op == routing.GROUPED_OP else None
-    plain = db.lookup(device, software, problem)
-    present = {candidate_id(c) for c in choices}
-    # the routed winner when it is still a candidate, else the plain exact one
-    winner = routed if routed is not None and routed.candidate_id in present else plain
-    if winner is not None:
-        matching = [c for c in choices if candidate_id(c) == winner.candidate_id]
-        if matching:
-            return _use(state, problem, matching[0], winner.candidate_id, winner.backend,
-                        f"db:{winner.source}", "dynamic_hits" if problem.dynamic else "hits")
+    selection = db.exact_selection(device, software, problem)
+    if selection is not None:
+        timings = serving.recorded_timings(selection, choices)
+        if timings and serving.servable(timings):
+            serving.serve(timings)
+            ctx.source = f"db:{selection.source}"
+            if len(timings) == len(choices):
+                state.stats.bump("dynamic_hits" if problem.dynamic else "hits")
+            else:  # candidates the record lacks (a backend turned on since) are benchmarked
+                state.stats.bump("partial_hits")
+            log.debug("inductor_flydsl: %s: %d of %d candidates served from %s",
+                      problem.summary(), len(timings), len(choices), selection.source)
+            return choices
         state.stats.bump("stale")
-        log.info("inductor_flydsl: DB winner %s for %s is not among the current candidates; "
-                 "autotuning normally", winner.name or winner.candidate_id, problem.summary())
+        log.info("inductor_flydsl: the record of %s has none of the current candidates; "
+                 "autotuning normally", problem.summary())
         return choices
     state.stats.bump("misses")
     log.debug("inductor_flydsl: miss %s", problem.summary())
@@ -252,11 +312,20 @@ def _reuse_winner(state: PluginState, ctx: SelectionContext, choices: list[Any])
             log.debug("inductor_flydsl: %s: short list of %d from the prior %s",
                       problem.summary(), len(short), prior.describe())
             return short
+    if db.settings.use_buckets:
+        return _bucket_winner(state, problem, device, software, choices)
+    return choices
+
+
+def _bucket_winner(state: PluginState, problem: Problem, device: Any, software: Any,
+                   choices: list[Any]) -> list[Any]:
+    """Opt-in (``INDUCTOR_FLYDSL_BUCKETS=1``): the winner recorded at M's dynamic-M
+    bucket, for an M never measured."""
     bucket = bucket_problem(problem)
-    if bucket is None or not db.settings.use_buckets:
+    if bucket is None:
         return choices
     bucket_problem_, m = bucket
-    bucket_winner = db.lookup(device, software, bucket_problem_)
+    bucket_winner = state.tuning_db.lookup(device, software, bucket_problem_)
     if bucket_winner is None:
         return choices
     family = family_id(bucket_winner.backend, bucket_winner.name, bucket_winner.config)
@@ -297,45 +366,108 @@ def _result_of(choice: Any, timing: float) -> CandidateResult:
     return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
                            config_of(choice), float(timing) if ok else None,
                            status=STATUS_OK if ok else STATUS_FAILED,
-                           error="" if ok else "benchmark failed (inf time)")
+                           error="" if ok else "benchmark failed (inf time)",
+                           measured_ms=serving.MEASURED.get(choice) if ok else None)
 
 
 def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
                   choices: Sequence[Any], profiled_fn: Any, precompile_times: Any) -> None:
-    """Inductor's feedback saver: record every candidate's time and the winner."""
+    """Inductor's feedback saver: the timings it selects with (served or benchmarked).
+    Every candidate it benchmarked is recorded once its choice is known."""
     state = _state
     if state is None or not timings or not is_gemm_op(name):
         return
     try:
+        for choice, ms in timings.items():
+            epilogues.DECIDED.set(choice, float(ms))
+        measured = [c for c in timings if c not in serving.SERVED]
+        if not measured:
+            return  # every time was served from the DB: nothing new to record
         layout = next(iter(timings)).layout
-        try:
-            problem = key_problem(name, input_nodes, layout, choices)
-        except InvalidProblem:
-            return  # refused (and counted) when the selection started
-        device = _device_of(layout)
-        results = [_result_of(choice, t) for choice, t in timings.items()]
-        state.stats.bump("benchmarked")
         ctx = _current.get()
         if ctx is not None and ctx.name != name:
             ctx = None  # not this selection's context
+        try:
+            problem = ctx.problem if ctx is not None and ctx.problem is not None else \
+                key_problem(name, input_nodes, layout, choices)
+        except InvalidProblem:
+            return  # refused (and counted) when the selection started
+        results = [_result_of(choice, timings[choice]) for choice in measured]
+        state.stats.bump("benchmarked")
         prior = ctx.prior if ctx is not None else None
         confidence = None
         if state.tuning_db.can_write():  # finalists re-measured: spread and machine load
             gen_fns = ctx.input_gen_fns if ctx is not None else None
-            results, confidence = with_confidence(results, list(timings), timings,
-                                                  input_nodes, layout, gen_fns)
-        if state.tuning_db.record_selection(device, current_software(), problem, results,
-                                            confidence,
-                                            prior.to_json() if prior is not None else None):
-            state.stats.bump("recorded")
-        best = pick_winner(results)
-        if best is not None:
-            source = f"prior:{prior.source}" if prior is not None else "autotune"
-            state.stats.add_decision(Decision(problem=problem.summary(), problem_id=problem.id,
-                                              candidate_id=best.candidate_id,
-                                              backend=best.backend, source=source))
+            mine = {c: timings[c] for c in measured}
+            results, confidence = with_confidence(
+                results, measured, mine, serving.MEASURED.pick(measured), input_nodes,
+                layout, gen_fns)
+        pending = PendingRecord(_device_of(layout), problem, results, confidence, prior)
+        if ctx is not None:
+            ctx.pending = pending  # recorded when Inductor has made its choice
+        else:  # Inductor asked for the timings later: the choice is deferred to fusion
+            best = min(timings, key=timings.__getitem__)
+            _record(state, pending, best, deferred=True)
     except Exception as exc:
         _report_error("recording autotune results", exc)
+
+
+def _finish_selection(ctx: SelectionContext, result: Any) -> None:
+    """After Inductor chose: record the pending results with its choice, and note the
+    selection for the epilogue observer."""
+    state = _state
+    if state is None or not is_gemm_op(ctx.name):
+        return
+    try:
+        chosen = result[1] if isinstance(result, tuple) and len(result) == 2 else None
+        if ctx.pending is not None:
+            _record(state, ctx.pending, chosen, deferred=chosen is None)
+        elif ctx.source is not None and ctx.problem is not None:
+            _add_decision(state, ctx.problem, chosen, ctx.source)
+        if ctx.problem is not None and isinstance(result, tuple) and result:
+            epilogues.note_selection(result[0], chosen, ctx.problem,
+                                     _device_of(ctx.layout), served=ctx.source is not None)
+    except Exception as exc:
+        _report_error("recording Inductor's choice", exc)
+
+
+def _add_decision(state: PluginState, problem: Problem, chosen: Any, source: str) -> None:
+    state.stats.add_decision(Decision(
+        problem=problem.summary(), problem_id=problem.id,
+        candidate_id=candidate_id(chosen) if chosen is not None else "deferred",
+        backend=backend_of(chosen) if chosen is not None else "deferred", source=source))
+
+
+def _record(state: PluginState, pending: PendingRecord, chosen: Any, deferred: bool) -> None:
+    selected = candidate_id(chosen) if chosen is not None else None
+    prior = pending.prior
+    if state.tuning_db.record_selection(pending.device, current_software(), pending.problem,
+                                        pending.results, pending.confidence,
+                                        prior.to_json() if prior is not None else None,
+                                        selected=selected, deferred=deferred):
+        state.stats.bump("recorded")
+    source = f"prior:{prior.source}" if prior is not None else "autotune"
+    _add_decision(state, pending.problem, chosen, source)
+
+
+def _record_epilogue(note: epilogues.NotedSelection,
+                     decision: EpilogueDecision) -> None:
+    """The epilogue observer's sink: count and record what the scheduler ran."""
+    state = _state
+    if state is None:
+        return
+    outcome = state.tuning_db.record_epilogue_decision(note.device, current_software(),
+                                                      note.problem, decision)
+    state.stats.add_epilogue({
+        "problem": note.problem.summary(), "problem_id": note.problem.id,
+        "epilogue": decision.epilogue["ops"], "fused": decision.fused,
+        "candidate_id": decision.candidate_id, "backend": decision.backend,
+        "served": note.served, "record": outcome})
+    if note.served and outcome == "changed":
+        state.stats.bump("epilogue_changed")
+        log.warning("inductor_flydsl: %s: the served compile ran %s for the epilogue %s, "
+                    "not the recorded decision", note.problem.summary(),
+                    decision.name or decision.candidate_id, decision.epilogue["ops"])
 
 
 # ---- installation ------------------------------------------------------------------------
@@ -356,6 +488,8 @@ def install(state: PluginState) -> None:
         select_algorithm.add_preprocessing_fn(preprocess_choices)
     if save_feedback not in cache.feedback_saver_fns:
         select_algorithm.add_feedback_saver(save_feedback)
+    epilogues.set_sink(_record_epilogue, _report_error)
+    epilogues.install_observer()
     _state = state
 
 
@@ -363,6 +497,8 @@ def uninstall() -> PluginState | None:
     """Deactivate: the hooks stay registered but do nothing; Inductor's class is restored."""
     global _state
     previous, _state = _state, None
+    epilogues.set_sink(None)
+    epilogues.uninstall_observer()
     cache = select_algorithm.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:
         cache.__class__ = _original_selector_class

@@ -8,7 +8,6 @@ from typing import Any
 import sympy
 from torch._inductor.virtualized import V
 
-from ..buckets import bucket_hint
 from ..problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
 from .candidates import BACKEND_ATTR
 
@@ -27,17 +26,19 @@ def _symbols(exprs: Sequence[Any]) -> set[sympy.Symbol]:
 
 
 def symbol_values(exprs: Sequence[Any]) -> dict[sympy.Symbol, int]:
-    """Each free symbol of ``exprs`` at its bucketed hint (Inductor's optimization hint:
-    the size the graph was traced with, or its fallback for unbacked sizes)."""
+    """Each free symbol of ``exprs`` at its hint (Inductor's optimization hint: the size
+    the graph was traced with, or its fallback for unbacked sizes). Exact, not rounded:
+    the recorded timings of a dynamic problem are served in place of benchmarking at
+    that very hint, so they must be what Inductor's benchmark measures there."""
     symbols = sorted(_symbols(exprs), key=str)
     if not symbols:
         return {}
     hints = V.graph.sizevars.optimization_hints(symbols)
-    return {sym: bucket_hint(int(h)) for sym, h in zip(symbols, hints, strict=True)}
+    return {sym: int(h) for sym, h in zip(symbols, hints, strict=True)}
 
 
 def _ints(exprs: Sequence[Any], values: dict[sympy.Symbol, int]) -> tuple[int, ...]:
-    """Concrete ints; a symbolic entry is evaluated at the bucketed symbol values."""
+    """Concrete ints; a symbolic entry is evaluated at the symbols' hints."""
     out = []
     for e in exprs:
         if _is_symbolic(e):
@@ -144,8 +145,7 @@ def problem_from_ir(name: str, input_nodes: Sequence[Any], output_layout: Any,
 
     With symbolic sizes (dynamic shapes) the key names the symbolic dims of every tensor
     (``Problem.symbolic``) and holds sizes and strides evaluated with every symbol at its
-    bucketed hint (``bucket_hint``): the selection Inductor makes once, at the hint, and
-    compiles for every size.
+    hint: the selection Inductor makes once, at the hint, and compiles for every size.
     """
     layouts = [_size_stride(node) for node in input_nodes]
     out_exprs = list(output_layout.size)

@@ -227,7 +227,7 @@ def item_from_problem(problem: Problem) -> SweepItem:
     """The sweep item that reproduces ``problem``. CPU linear ops (``packed_linear``,
     ``linear_unary``, ...) become ``op=linear``; addmm's alpha/beta are not kept. A
     dynamic problem with M its only symbolic size becomes a ``dynamic_m`` item (M at the
-    key's bucketed hint)."""
+    key's hint)."""
     op = problem.op
     dynamic_m = _dynamic_m_only(problem)
     if "linear" in op:

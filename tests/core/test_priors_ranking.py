@@ -126,10 +126,15 @@ def test_describe_records_says_exact_or_prior(tmp_path: Path) -> None:
 
 
 def test_prior_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert settings_from_env().prior_top_k == 2 and settings_from_env().use_priors
+    # priors and buckets narrow the candidates by records that are not this problem's
+    # valid timings: opt-in, so the final code is Inductor's own pick by default
+    assert settings_from_env().prior_top_k == 2 and not settings_from_env().use_priors
+    assert not settings_from_env().use_buckets
     monkeypatch.setenv(ENV_PRIOR_TOP_K, "3")
-    monkeypatch.setenv("INDUCTOR_FLYDSL_PRIORS", "0")
-    assert settings_from_env().prior_top_k == 3 and not settings_from_env().use_priors
+    monkeypatch.setenv("INDUCTOR_FLYDSL_PRIORS", "1")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_BUCKETS", "1")
+    assert settings_from_env().prior_top_k == 3 and settings_from_env().use_priors
+    assert settings_from_env().use_buckets
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(ENV_PRIOR_TOP_K, bad)
         with pytest.raises(ValueError, match="INDUCTOR_FLYDSL_PRIOR_TOP_K"):

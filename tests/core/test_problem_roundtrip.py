@@ -62,7 +62,7 @@ def cold(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("suite_cold")
     db = root / "tuning.db"
     result = run_compile_model([*SUITE, "--db", str(db), "--out", str(root / "y.pt")],
-                               isolated_env(root))
+                               isolated_env(root, INDUCTOR_FLYDSL_BUCKETS="1"))
     return {"root": root, "db": db, "stats": result["stats"], "y": torch.load(root / "y.pt")}
 
 
@@ -83,7 +83,7 @@ def warm(cold: dict, merged: dict, tmp_path_factory: pytest.TempPathFactory) -> 
     db = root / "merged_copy.db"  # the merged DB itself stays as the merge left it
     shutil.copy(merged["db"], db)
     result = run_compile_model([*SUITE, "--db", str(db), "--out", str(root / "y.pt")],
-                               isolated_env(root))
+                               isolated_env(root, INDUCTOR_FLYDSL_BUCKETS="1"))
     return {"stats": result["stats"], "autotune_runs": result["autotune_runs"],
             "y": torch.load(root / "y.pt")}
 

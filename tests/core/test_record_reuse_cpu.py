@@ -141,12 +141,13 @@ def test_stale_winner_falls_back_to_autotuning(cold: dict, tmp_path: Path) -> No
 
 
 def test_unseen_m_is_served_from_its_bucket(cold: dict, tmp_path: Path) -> None:
-    """Batch 12 was never tuned; its bucket (M=16) was: the bucket's winners are reused."""
+    """Batch 12 was never tuned; its bucket (M=16) was: with buckets turned on (opt-in),
+    the bucket's winners are reused."""
     db_copy = tmp_path / "bucket.db"
     shutil.copy(cold["db"], db_copy)
     result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db_copy),
                                 "--dims", "64,128,96,48", "--batch", "12"],
-                               isolated_env(tmp_path))
+                               isolated_env(tmp_path, INDUCTOR_FLYDSL_BUCKETS="1"))
     stats = result["stats"]
     assert stats["bucket_hits"] == 3 and stats["misses"] == 3 and stats["hits"] == 0
     assert stats["benchmarked"] == 0 and result["autotune_runs"] == 0

@@ -1,4 +1,5 @@
-"""Schema migrations in place (1 -> 2 -> 3) of a real version-1 DB, and old-file reads.
+"""Schema migrations in place (1 -> 2 -> 3 -> 4) of a real version-1 DB, and old-file
+reads.
 
 The version-1 file is ``tuning_db/cpu_smoke_winners.db``: written by the code of schema
 version 1 (the cpu-smoke sweep, torch 2.13.0+cpu, an older template source) and shipped as
@@ -79,7 +80,8 @@ def test_writer_migrates_a_v1_file_in_place_and_keeps_a_backup(tmp_path: Path) -
     try:
         assert db.has_confidence
         assert {"blas"} <= set(db.db.table("software").columns_dict)  # v3
-        assert {"prior"} <= set(db.db.table("winners").columns_dict)
+        assert {"prior", "deferred"} <= set(db.db.table("winners").columns_dict)
+        assert db.has_measured and db.has_epilogues  # v4
         assert verify_db(db.db) == []
         device_id, software_id, problem_id, candidate_id, time_ms = before[0]
         device, software = _keys(db_path, software_id)
@@ -112,7 +114,8 @@ def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path
         layered = LayeredTuningDB(Settings(db_path=tmp_path / "user.db", mode=Mode.READONLY,
                                            use_shipped=True), shipped_paths=[v1])
         (db,) = layered.shipped_dbs()
-        assert not db.has_confidence
+        assert not db.has_confidence and not db.has_measured and not db.has_epilogues
+        assert db.epilogue_decisions("any") == []
         _, software_id, problem_id, candidate_id, _ = _winners(v1)[0]
         device, software = _keys(v1, software_id)
         winner = db.lookup_winner(device, problem_id, software)
@@ -126,9 +129,10 @@ def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path
     assert not backup_path(v1, 1).exists()
 
 
-def test_writer_migrates_a_v2_file_to_v3_keeping_a_v2_backup(tmp_path: Path) -> None:
+def test_writer_migrates_a_v2_file_keeping_a_v2_backup(tmp_path: Path) -> None:
     """A version-2 file (the v1 file after the v2 step alone, as the code of schema
-    version 2 left it) gains the v3 columns; its rows and ids are untouched."""
+    version 2 left it) gains the v3 and v4 columns and tables; its rows and ids are
+    untouched."""
     db_path = tmp_path / "v2.db"
     shutil.copy(SHIPPED_V1, db_path)
     conn = sqlite3.connect(db_path)
@@ -141,6 +145,6 @@ def test_writer_migrates_a_v2_file_to_v3_keeping_a_v2_backup(tmp_path: Path) -> 
     conn.close()
     before, v2 = _winners(db_path), _sha(db_path)
     TuningDB.open(db_path, writable=True).close()
-    assert _version(db_path) == SCHEMA_VERSION == 3
+    assert _version(db_path) == SCHEMA_VERSION == 4
     assert _winners(db_path) == before
     assert _sha(backup_path(db_path, 2)) == v2

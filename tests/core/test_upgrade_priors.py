@@ -52,7 +52,7 @@ def compile_with(python: str, db: Path, cache: Path, **env: str) -> dict:
     proc = subprocess.run(
         [python, "-c", COMPILE, str(db)], capture_output=True, text=True, check=False,
         env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
-             "INDUCTOR_FLYDSL_SHIPPED": "0", **env})
+             "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_PRIORS": "1", **env})
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line.removeprefix("RESULT "))
@@ -109,7 +109,7 @@ def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(
     assert records[torch.__version__]["chosen_from_prior"]["software"]["torch"] == \
         old["torch"]
 
-    # priors off: the upgraded compile autotunes everything, as before this feature
+    # priors off (the default): the upgraded compile autotunes everything
     off = compile_with(sys.executable, untouched, tmp_path / "c3",
                        INDUCTOR_FLYDSL_PRIORS="0")["stats"]
     assert (off["prior_hits"], off["misses"], off["benchmarked"]) == (0, 2, 2)

@@ -100,8 +100,8 @@ def test_explain_dynamic_m_shows_the_key_and_eligibility() -> None:
                               check=True)
         return json.loads(proc.stdout)
 
-    nt = explain_json("nt")  # M=24 keyed at its bucketed hint 32
-    assert nt["eligible"] and nt["problem"] == "mm bfloat16 32x4096x4096 nt dynamic[M]"
+    nt = explain_json("nt")  # M=24 keyed at its hint, 24
+    assert nt["eligible"] and nt["problem"] == "mm bfloat16 24x4096x4096 nt dynamic[M]"
     tn = explain_json("tn")
     assert not tn["eligible"] and any("column-major A" in r for r in tn["reasons"])
 

@@ -207,8 +207,8 @@ def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
     rows = _flydsl_rows(offered)
     assert rows and all(r["status"] == "failed" and "not launched" in r["error"]
                         for r in rows)
-    # keyed at M's bucketed hint (48 -> 64), M named symbolic
-    assert {r["summary"] for r in rows} == {"mm bfloat16 64x256x512 nn dynamic[M]"}
+    # keyed at M's hint (48), M named symbolic
+    assert {r["summary"] for r in rows} == {"mm bfloat16 48x256x512 nn dynamic[M]"}
     spec = json.loads(next(iter(sqlite_utils.Database(offered).query(
         "select spec from problems")))["spec"])
     assert spec["symbolic"] == {"inputs": [[0], []], "output": [0], "exprs": ["a", "a"]}
@@ -218,7 +218,7 @@ def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
     key = dynamic_m_problem(synthetic_problem("mm", 48, 256, 512, dtype="bfloat16",
                                               layout="nn"))
     assert key.spec() == spec, "explain --dynamic-m and the sweep look up this key"
-    assert spec["inputs"][0] == {"dtype": "bfloat16", "size": [64, 512], "stride": [512, 1]}
+    assert spec["inputs"][0] == {"dtype": "bfloat16", "size": [48, 512], "stride": [512, 1]}
 
 
 def test_dynamic_validation_sizes_and_inputs() -> None:
