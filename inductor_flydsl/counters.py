@@ -33,6 +33,8 @@ class Stats:
     # a served compile whose scheduler ran another kernel or fusion for an epilogue than
     # the one recorded (should stay 0: served timings reproduce Inductor's decision)
     epilogue_changed: int = 0
+    # GEMM + epilogue regions the graph pass turned into a fused-epilogue selection
+    epilogue_fusions: int = 0
     recorded: int = 0  # autotune selections written to the DB
     benchmarked: int = 0  # autotune selections Inductor benchmarked
     errors: int = 0  # plugin errors swallowed so the compile went on
@@ -70,6 +72,7 @@ class Stats:
                 "bucket_hits": self.bucket_hits, "prior_hits": self.prior_hits,
                 "misses": self.misses, "partial_hits": self.partial_hits,
                 "stale": self.stale, "epilogue_changed": self.epilogue_changed,
+                "epilogue_fusions": self.epilogue_fusions,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "refused": self.refused,
                 "refusals": [dict(r) for r in self.refusals],

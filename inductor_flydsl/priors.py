@@ -31,7 +31,6 @@ from .db.store import RecordedSelection, rank_of
 from .device import DeviceInfo
 from .software import SoftwareInfo
 
-DEFAULT_TOP_K = 2
 # config entries that name a build of the code, not the candidate it builds
 VERSION_KEYS = frozenset({"template_hash"})
 

@@ -52,6 +52,14 @@ Then:
     ``--quick``: FP8 x FP8 and FP4 x FP4 numerics, M = 16 and 4096 speed on Llama-3-8B.
     ``--skip-mx`` leaves it out.
 
+(e) fused epilogues (``scripts/rocm_epilogues.py``): on Llama-3-8B MLP and attention
+    projections (SwiGLU gate with ``silu(gate) * up``, down and output projections with
+    the residual add, a K/V projection with bias and per-channel scale, a GELU MLP) at
+    M = 16, 128, 2048: the best DEFAULT dense config with the epilogue fused (numerics
+    against float64 first) vs the best plain FlyDSL config plus the epilogue in torch vs
+    ATen plus the epilogue vs Triton with the epilogue fused vs Inductor's own
+    max-autotune decision. ``--skip-epilogues`` leaves it out.
+
 Exit status: 0 all numerics passed, 1 a numerics failure, 2 unsupported environment.
 """
 
@@ -770,6 +778,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the grouped (MoE) GEMM numerics and speed")
     parser.add_argument("--skip-mx", action="store_true",
                         help="leave out the MX (MXFP8/MXFP4) GEMM numerics and speed")
+    parser.add_argument("--skip-epilogues", action="store_true",
+                        help="leave out the fused-epilogue comparison (rocm_epilogues.py)")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -809,6 +819,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_mx:
         report["mx"] = run_mx(pre.arch, device, quick=args.quick,
                               numerics=not args.skip_numerics, speed=not args.skip_speed, log=log)
+    if not args.skip_epilogues:
+        from rocm_epilogues import run_epilogues
+
+        report["epilogues"] = run_epilogues(pre.arch, device, quick=args.quick, log=log,
+                                            bench_ms=bench_ms)
     report["seconds"] = round(time.perf_counter() - start, 1)
     if args.out:
         args.out.write_text(markdown_report(report))
@@ -860,9 +875,22 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(table)
                 console.print(f"geomean speedup over ATen: "
                               f"{mx_report['speed']['geomean_speedup']}")
+        if report.get("epilogues"):
+            from rocm_epilogues import EPILOGUE_COLUMNS, epilogue_table_rows
+
+            table = Table(title=f"fused epilogues (Llama-3-8B shapes) on {pre.device_name} "
+                                f"({pre.arch})")
+            for column in EPILOGUE_COLUMNS:
+                table.add_column(column)
+            for row in epilogue_table_rows(report["epilogues"]):
+                table.add_row(*row)
+            console.print(table)
+            console.print(f"geomean speedup of the fused FlyDSL kernel over Inductor's own: "
+                          f"{report['epilogues']['geomean_speedup']}")
     grouped_report = report.get("grouped") or {}
     mx_report = report.get("mx") or {}
-    failed = (report.get("numerics", {}).get("failed", 0) + grouped_report.get("failed", 0)
+    failed = (report.get("epilogues", {}).get("numerics_failures", 0)
+              + report.get("numerics", {}).get("failed", 0) + grouped_report.get("failed", 0)
               + (grouped_report.get("speed") or {}).get("numerics_failures", 0)
               + mx_report.get("failed", 0)
               + (mx_report.get("speed") or {}).get("numerics_failures", 0))

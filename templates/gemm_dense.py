@@ -51,9 +51,21 @@ atomics, so the result does not depend on the order the workgroups run in.
 M and N tails are handled in the kernel (clamped loads, predicated stores); K must be a
 multiple of ``tile_k * split_k`` and each split at least ``stages - 1`` K steps long. See
 :func:`divisibility_requirements`.
+
+Fused epilogue (``epilogue``: the canonical JSON of an ``EpilogueSpec`` from
+``inductor_flydsl/epilogue_spec.py``, ``""`` = none; ``mm`` and ``addmm`` without split-K,
+see :func:`epilogue_reason`): a compile-time constant of the kernel. Each lane applies it
+to its 4 fp32 outputs after ``alpha * acc + beta * bias``, inside the store's bounds
+check, loading the operands there (a ``col`` vector's 4 elements, a ``row`` vector's one,
+a ``tile``'s 4 through its own row stride), and stores in the spec's ``out_dtype`` (fp32:
+one 16-byte store). The fused kernel takes 4 operand slots and their row strides after the
+plain kernel's arguments; the plain kernel is the same code traced without them, so its
+ISA is unchanged, and the main K loop is the same in both. The math uses no device
+library (error notes above :class:`_EpilogueMath`).
 """
 
 import functools
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -225,6 +237,41 @@ def split_k_reason(config: GemmConfig, op: str) -> str | None:
     return None
 
 
+EPILOGUE_SLOTS = 4  # operand tensors a fused kernel takes (epilogue_spec.MAX_OPERANDS)
+
+
+def parse_epilogue(epilogue: str):
+    """The :class:`~inductor_flydsl.epilogue_spec.EpilogueSpec` of an epilogue's canonical
+    JSON text, None for ``""`` (no epilogue); ValueError (``InvalidEpilogue``) if invalid."""
+    if not epilogue:
+        return None
+    from inductor_flydsl.epilogue_spec import EpilogueSpec
+
+    return EpilogueSpec.from_json(epilogue)
+
+
+def epilogue_reason(config: GemmConfig, *, op: str, epilogue: str) -> str | None:
+    """Why ``config`` cannot serve ``op`` with the fused ``epilogue`` (canonical JSON text
+    of an ``EpilogueSpec``; ``""`` = none, always fine); None when it can.
+
+    Refused: an invalid spec; split-K (each split holds a partial sum, and a nonlinear
+    epilogue needs the whole one); ``bmm`` and grouped GEMMs (their operands would need a
+    batch or group offset: not done yet). Any operand and output dtype of the spec is
+    fine (fp32 loads and a 16-byte store for a float32 output)."""
+    if not epilogue:
+        return None
+    try:
+        parse_epilogue(epilogue)
+    except ValueError as exc:
+        return f"invalid epilogue: {exc}"
+    if config.split_k > 1:
+        return (f"split_k={config.split_k}: an epilogue needs the whole K sum, a split "
+                "writes a partial one")
+    if op not in ("mm", "addmm"):
+        return f"op={op}: fused epilogues serve mm and addmm only (not yet bmm or grouped)"
+    return None
+
+
 def _check_variant(
     *, dtype: str = "bf16", layout: str = "nn", op: str = "mm", arch: str = "gfx950"
 ) -> None:
@@ -334,10 +381,187 @@ def _store_tile(fx, lds, vectors, k_contiguous, rows, tile_k, nthreads, tid):
                 fx.ptr_store(vec[e], lds + ((row + e) * ldk + k))
 
 
-def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str) -> Callable:
-    import flydsl.compiler as flyc
+# ---------------------------------------------------------------------------
+# Fused epilogue (an EpilogueSpec of inductor_flydsl/epilogue_spec.py)
+# ---------------------------------------------------------------------------
+# Every op is computed in fp32 per element with no device-library call: exp through
+# v_exp_f32 (exp2), reciprocals and division through v_rcp_f32, erf by a polynomial. The
+# errors are relative to the exact function of the fp32 input (``u`` = 2^-24); "measured"
+# is the largest over 32768 exact inputs in [-24, 24], the compiled gfx950 kernel run in
+# the ISA emulator against float64 (v_exp_f32/v_rcp_f32 taken as correctly rounded there;
+# AMD documents 1 ulp for both, which may add about 1e-7 on hardware).
+#
+# - add sub mul neg maximum minimum relu: exact IEEE fp32 (maximum/minimum/relu as
+#   torch: NaN propagates).
+# - div: a * rcp(b): <= 2.5 ulp (3e-7; measured 6e-8); a constant divisor is a multiply
+#   by its rounded reciprocal (<= 1.5 ulp).
+# - exp(x) = exp2(x * log2 e): v_exp_f32's ulp plus the rounding of the product, about
+#   |x| * 6e-8 (measured 4.8e-7 for |x| <= 6, 9.6e-7 for |x| <= 20; 5e-6 near 88).
+# - sigmoid(x) = rcp(1 + exp(-x)): exp's error plus 2 ulp (measured 5e-7 for |x| <= 6,
+#   1.6e-6 at x = -23); saturates to exactly 0 and 1, no NaN for any finite x.
+# - silu(x) = x * sigmoid(x): sigmoid's plus 1 ulp (measured 5.2e-7 for |x| <= 6).
+# - tanh: |x| < 1/8: x (1 - x^2/3 + 2 x^4/15 - 17 x^6/315), truncation below 4e-9; else
+#   copysign((1 - e) / (1 + e), x) with e = exp(-2|x|) <= 0.78, so 1 - e loses at most a
+#   factor 4.5 to cancellation (measured 2.8e-7 everywhere); exactly +-1 for large |x|.
+# - erfc(z), z >= 0: t exp(-z^2 + P(t)), t = 1 / (1 + z/2), P the degree-9 Chebyshev fit
+#   of Press et al. (Numerical Recipes, erfcc), relative error below 1.2e-7 for every z;
+#   the fp32 evaluation adds about z^2 * 1.2e-7 (rounding of -z^2 + P, which exp
+#   multiplies): 2e-6 at z = 4, where erfc is 1.5e-8.
+# - erf(x): |x| < 1/2: the Taylor series to x^11 (truncation below 3e-8); else
+#   copysign(1 - erfc(|x|), x) (measured 2.3e-7 everywhere).
+# - gelu_erf(x) = x/2 erfc(-x/sqrt 2), as erfc(|z|) for x < 0 and 2 - erfc(|z|) for x >= 0:
+#   no cancellation on either side; erfc's error (measured 6.3e-7 for |x| <= 2, 1.9e-6 for
+#   |x| <= 4, 3.8e-6 for |x| <= 6; below 4e-7 absolute everywhere; results below fp32's
+#   range, x < -13, are 0).
+# - gelu_tanh(x) = x sigmoid(2 u), u = sqrt(2/pi) (x + 0.044715 x^3) (the same function as
+#   x/2 (1 + tanh u), without its cancellation for negative x): sigmoid's error at 2u,
+#   which grows with |2u| (measured 3.8e-7 for |x| <= 2, 1.1e-6 for |x| <= 4, 4e-6 for
+#   |x| <= 6; below 6e-7 absolute everywhere).
+LOG2E = 1.4426950408889634
+TANH_SMALL = 0.125
+ERF_SMALL = 0.5
+_SQRT_HALF = 0.7071067811865476
+_GELU_TANH_K = 1.5957691216057308  # 2 sqrt(2 / pi)
+_GELU_TANH_C = 0.044715
+_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+           -1.13520398, 1.48851587, -0.82215223, 0.17087277)  # P(t), lowest degree first
+_ERF_SERIES = tuple(2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
+                    for n in range(6))  # erf(x) / x in powers of x^2
+_FX_DTYPES = {"float32": "Float32", "bfloat16": "BFloat16", "float16": "Float16"}
+
+
+def _fx_dtype(fx, name: str):
+    return getattr(fx, _FX_DTYPES[name])
+
+
+class _EpilogueMath:
+    """The epilogue ops on fp32 scalars (FlyDSL values) of one lane; see the error notes
+    above."""
+
+    UNARY = ("neg", "exp", "erf", "relu", "sigmoid", "silu", "tanh", "gelu_erf", "gelu_tanh")
+
+    def __init__(self, fx, rocdl) -> None:
+        self.fx, self.rocdl = fx, rocdl
+
+    def value(self, v):
+        return self.fx.Float32(v) if isinstance(v, float) else v
+
+    def apply(self, op: str, args: list):
+        if op in self.UNARY:
+            return getattr(self, op)(self.value(args[0]))
+        if op == "div":
+            return self.div(*args)
+        a, b = (self.value(v) for v in args)
+        if op in ("maximum", "minimum"):
+            return a.maximumf(b) if op == "maximum" else a.minimumf(b)
+        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[op]()
+
+    # ---- hardware approximations ----
+    def exp2(self, x):
+        return self.fx.Float32(self.rocdl.exp2(self.fx.Float32.ir_type, x.ir_value()))
+
+    def rcp(self, x):
+        return self.fx.Float32(self.rocdl.rcp(self.fx.Float32.ir_type, x.ir_value()))
+
+    def horner(self, x, coeffs: tuple[float, ...]):
+        """sum(coeffs[i] x^i) with fused multiply-adds."""
+        acc = self.fx.Float32(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fx.fma(acc, x, self.fx.Float32(c))
+        return acc
+
+    # ---- ops ----
+    def div(self, a, b):
+        if isinstance(b, float) and 2.0**-126 <= abs(b) <= 2.0**126:
+            return self.value(a) * (1.0 / b)
+        return self.value(a) * self.rcp(self.value(b))
+
+    def neg(self, x):
+        return -x
+
+    def relu(self, x):
+        return x.maximumf(self.fx.Float32(0.0))
+
+    def exp(self, x):
+        return self.exp2(x * LOG2E)
+
+    def sigmoid(self, x):
+        return self.rcp(1.0 + self.exp2(x * -LOG2E))
+
+    def silu(self, x):
+        return x * self.sigmoid(x)
+
+    def tanh(self, x):
+        a = abs(x)
+        e = self.exp2(a * (-2.0 * LOG2E))
+        large = self.fx.copysign((1.0 - e) * self.rcp(1.0 + e), x)
+        small = x * self.horner(x * x, (1.0, -1.0 / 3.0, 2.0 / 15.0, -17.0 / 315.0))
+        return (a < TANH_SMALL).select(small, large)
+
+    def erfc_nonneg(self, z):
+        """erfc(z) for z >= 0."""
+        t = self.rcp(1.0 + z * 0.5)
+        return t * self.exp2((self.horner(t, _ERFC_P) - z * z) * LOG2E)
+
+    def erf(self, x):
+        a = abs(x)
+        large = self.fx.copysign(1.0 - self.erfc_nonneg(a), x)
+        small = x * self.horner(x * x, _ERF_SERIES)
+        return (a < ERF_SMALL).select(small, large)
+
+    def gelu_erf(self, x):
+        c = self.erfc_nonneg(abs(x) * _SQRT_HALF)
+        return (x * 0.5) * (x < 0.0).select(c, 2.0 - c)
+
+    def gelu_tanh(self, x):
+        f32 = self.fx.Float32
+        return x * self.sigmoid(x * self.fx.fma(x * x, f32(_GELU_TANH_C * _GELU_TANH_K),
+                                                f32(_GELU_TANH_K)))
+
+
+def _operand_values(fx, operand, tensor, ld, row, col) -> list:
+    """The 4 fp32 values of an epilogue operand at output ``(row, col .. col + 3)``: a
+    ``col`` vector's 4 contiguous elements, a ``row`` vector's one element broadcast, a
+    ``tile``'s 4 contiguous elements of row ``row`` (leading stride ``ld``)."""
+    dtype = _fx_dtype(fx, operand.dtype)
+    base = fx.get_iter(tensor)
+    if operand.kind == "row":
+        scalar = fx.ptr_load(base + row, dtype)
+        return [scalar if dtype is fx.Float32 else scalar.to(fx.Float32)] * 4
+    vec = fx.ptr_load(base + (col if operand.kind == "col" else row * ld + col),
+                      fx.Vector[dtype, 4])
+    if dtype is not fx.Float32:
+        vec = vec.to(fx.Float32)
+    return [vec[e] for e in range(4)]
+
+
+def _epilogue(fx, rocdl, spec, value, extras, row, col):
+    """``spec`` applied to ``value`` (a lane's 4 fp32 outputs ``out[row, col .. col + 3]``,
+    alpha and bias applied), its operands loaded from ``extras``: the 4 results in
+    ``spec.out_dtype``."""
+    math_ops = _EpilogueMath(fx, rocdl)
+    columns = [_operand_values(fx, o, tensor, ld, row, col)
+               for o, (tensor, ld) in zip(spec.operands, extras, strict=False)]
+    results = []
+    for e in range(4):
+        values = {"acc": value[e]}
+        values.update((f"x{i}", column[e]) for i, column in enumerate(columns))
+        result = values["acc"]
+        for j, step in enumerate(spec.steps):
+            args = [values[a] if isinstance(a, str) else a for a in step.args]
+            result = values[f"s{j}"] = math_ops.apply(step.op, args)
+        results.append(result)
+    out = fx.Vector.from_elements(results, fx.Float32)
+    return out if spec.out_dtype == "float32" else out.to(_fx_dtype(fx, spec.out_dtype))
+
+
+def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str,
+                 epilogue: str = "") -> Callable:
     import flydsl.expr as fx
+    from flydsl.compiler.ast_rewriter import ASTRewriter
     from flydsl.expr import const_expr, range_constexpr, rocdl
+
+    spec = parse_epilogue(epilogue)
 
     tm, tn, tk = config.tile_m, config.tile_n, config.tile_k
     wm, wn = tm // config.waves_m, tn // config.waves_n
@@ -511,26 +735,10 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
 
         return issue, compute_slot, schedule_hints
 
-    @flyc.kernel
-    def gemm_kernel(
-        A: fx.Tensor,
-        B: fx.Tensor,
-        C: fx.Tensor,
-        BIAS: fx.Tensor,
-        M: fx.Int32,
-        N: fx.Int32,
-        K: fx.Int32,
-        lda: fx.Int32,
-        ldb: fx.Int32,
-        ldc: fx.Int32,
-        batch_a: fx.Int32,
-        batch_b: fx.Int32,
-        batch_c: fx.Int32,
-        alpha: fx.Float32,
-        beta: fx.Float32,
-        OFFS: fx.Tensor,
-        G: fx.Int32,
-    ):
+    def gemm_body(A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha,
+                  beta, OFFS, G, extras):
+        """The kernel's code, traced inside either kernel of :func:`_launcher`; ``extras``
+        holds the epilogue's ``(tensor, leading stride)`` pairs (empty: no epilogue)."""
         tid = fx.thread_idx.x
         lane = tid % WAVE_SIZE
         wave = tid // WAVE_SIZE
@@ -733,11 +941,110 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                     if (row < m_left) and (col < n_left):
                         if const_expr(split_k > 1):
                             fx.ptr_store(value, c_ptr + ((m0 + row) * ldc + n0 + col))
+                        elif const_expr(spec is not None):
+                            fused = _epilogue(fx, rocdl, spec, value, extras, m0 + row, n0 + col)
+                            fx.ptr_store(fused, c_ptr + ((m0 + row) * ldc + n0 + col))
                         else:
                             fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
 
+    return _launcher(config, grouped, ASTRewriter.transform(gemm_body), spec is not None)
+
+
+def _launcher(config: GemmConfig, grouped: bool, body: Callable, fused: bool) -> Callable:
+    """The ``@flyc.jit`` launcher and its ``@flyc.kernel`` around the traced ``body``: with
+    ``fused`` the kernel also takes the epilogue's operand tensors and leading strides
+    (:data:`EPILOGUE_SLOTS` of each, unused slots bound to ``out`` and 0); without, it is
+    the plain kernel, argument for argument."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+
+    if not fused:
+        @flyc.kernel
+        def gemm_kernel(
+            A: fx.Tensor,
+            B: fx.Tensor,
+            C: fx.Tensor,
+            BIAS: fx.Tensor,
+            M: fx.Int32,
+            N: fx.Int32,
+            K: fx.Int32,
+            lda: fx.Int32,
+            ldb: fx.Int32,
+            ldc: fx.Int32,
+            batch_a: fx.Int32,
+            batch_b: fx.Int32,
+            batch_c: fx.Int32,
+            alpha: fx.Float32,
+            beta: fx.Float32,
+            OFFS: fx.Tensor,
+            G: fx.Int32,
+        ):
+            body(A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta,
+                 OFFS, G, ())
+
+        @flyc.jit
+        def gemm_launcher(
+            A: fx.Tensor,
+            B: fx.Tensor,
+            C: fx.Tensor,
+            BIAS: fx.Tensor,
+            M: fx.Int32,
+            N: fx.Int32,
+            K: fx.Int32,
+            lda: fx.Int32,
+            ldb: fx.Int32,
+            ldc: fx.Int32,
+            batch_a: fx.Int32,
+            batch_b: fx.Int32,
+            batch_c: fx.Int32,
+            batch: fx.Int32,
+            alpha: fx.Float32,
+            beta: fx.Float32,
+            OFFS: fx.Tensor,
+            G: fx.Int32,
+            stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's launcher convention)
+        ):
+            grid, block = launch_geometry(config, M, N, batch, groups=G if grouped else 0)
+            gemm_kernel(
+                A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta,
+                OFFS, G
+            ).launch(grid=grid, block=block, stream=stream)
+
+        return gemm_launcher
+
+    @flyc.kernel
+    def gemm_kernel(
+        A: fx.Tensor,
+        B: fx.Tensor,
+        C: fx.Tensor,
+        BIAS: fx.Tensor,
+        M: fx.Int32,
+        N: fx.Int32,
+        K: fx.Int32,
+        lda: fx.Int32,
+        ldb: fx.Int32,
+        ldc: fx.Int32,
+        batch_a: fx.Int32,
+        batch_b: fx.Int32,
+        batch_c: fx.Int32,
+        alpha: fx.Float32,
+        beta: fx.Float32,
+        OFFS: fx.Tensor,
+        G: fx.Int32,
+        X0: fx.Tensor,
+        X1: fx.Tensor,
+        X2: fx.Tensor,
+        X3: fx.Tensor,
+        ldx0: fx.Int32,
+        ldx1: fx.Int32,
+        ldx2: fx.Int32,
+        ldx3: fx.Int32,
+    ):
+        body(A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta,
+             OFFS, G, ((X0, ldx0), (X1, ldx1), (X2, ldx2), (X3, ldx3)))
+
     @flyc.jit
-    def gemm_launcher(
+    def fused_launcher(
         A: fx.Tensor,
         B: fx.Tensor,
         C: fx.Tensor,
@@ -756,15 +1063,23 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
         beta: fx.Float32,
         OFFS: fx.Tensor,
         G: fx.Int32,
+        X0: fx.Tensor,
+        X1: fx.Tensor,
+        X2: fx.Tensor,
+        X3: fx.Tensor,
+        ldx0: fx.Int32,
+        ldx1: fx.Int32,
+        ldx2: fx.Int32,
+        ldx3: fx.Int32,
         stream: fx.Stream = fx.Stream(None),  # noqa: B008 (FlyDSL's launcher convention)
     ):
         grid, block = launch_geometry(config, M, N, batch, groups=G if grouped else 0)
         gemm_kernel(
             A, B, C, BIAS, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta,
-            OFFS, G
+            OFFS, G, X0, X1, X2, X3, ldx0, ldx1, ldx2, ldx3
         ).launch(grid=grid, block=block, stream=stream)
 
-    return gemm_launcher
+    return fused_launcher
 
 
 def launch_geometry(config: GemmConfig, m, n, batch, *, groups=0) -> tuple[tuple, tuple]:
@@ -793,7 +1108,8 @@ def kernel_launch(config: GemmConfig, args: tuple) -> tuple[tuple, tuple, tuple]
     return args[:13] + args[14:], grid, block
 
 
-def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str) -> Callable:
+def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str,
+                  epilogue: str = "") -> Callable:
     """Build a fresh (uncached) ``@flyc.jit`` launcher; see :func:`build_gemm`.
 
     A fresh launcher has an empty in-memory FlyDSL cache, so calling it compiles again
@@ -801,34 +1117,42 @@ def make_launcher(config: GemmConfig, *, dtype: str, layout: str, op: str, arch:
     """
     config.validate()
     _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
-    reason = split_k_reason(config, op) or stages_reason(config, arch)
+    reason = (split_k_reason(config, op) or stages_reason(config, arch)
+              or epilogue_reason(config, op=op, epilogue=epilogue))
     if reason:
         raise ValueError(reason)
-    return _make_kernel(config, dtype, layout, op, arch)
+    return _make_kernel(config, dtype, layout, op, arch, epilogue)
 
 
 @functools.lru_cache(maxsize=512)
-def _build_cached(config: GemmConfig, dtype: str, layout: str, op: str, arch: str) -> Callable:
-    return make_launcher(config, dtype=dtype, layout=layout, op=op, arch=arch)
+def _build_cached(config: GemmConfig, dtype: str, layout: str, op: str, arch: str,
+                  epilogue: str) -> Callable:
+    return make_launcher(config, dtype=dtype, layout=layout, op=op, arch=arch, epilogue=epilogue)
 
 
-def build_gemm(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str) -> Callable:
+def build_gemm(config: GemmConfig, *, dtype: str, layout: str, op: str, arch: str,
+               epilogue: str = "") -> Callable:
     """Return the ``@flyc.jit`` launcher for one kernel variant (cached per arguments).
 
     The launcher's positional arguments are those returned by :func:`launcher_args`,
     followed by an optional ``stream=``. ``arch`` selects the MFMA instruction; the
     compile target itself is FlyDSL's (``FLYDSL_GPU_ARCH`` or the detected GPU) and
-    must agree with it. ``functools.lru_cache`` makes the lookup thread-safe.
+    must agree with it. ``epilogue`` is the canonical JSON text of a fused
+    ``EpilogueSpec`` (``""``: none), a compile-time constant of the kernel.
+    ``functools.lru_cache`` makes the lookup thread-safe.
     """
     config.validate()
     _check_variant(dtype=dtype, layout=layout, op=op, arch=arch)
-    return _build_cached(config, dtype, layout, op, arch)
+    return _build_cached(config, dtype, layout, op, arch, epilogue)
 
 
-def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str) -> tuple:
-    """Small CPU placeholder arguments with the variant's strides, for compile-only calls."""
+def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str,
+                 epilogue: str = "") -> tuple:
+    """Small CPU placeholder arguments with the variant's strides, for compile-only calls
+    (with an epilogue: zero operands of its kinds and dtypes, ``out`` in its dtype)."""
     import torch
 
+    spec = parse_epilogue(epilogue)
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float16
     m, n, k = config.tile_m, config.tile_n, 2 * config.tile_k
     batch = (2,) if op == "bmm" else ()
@@ -841,9 +1165,22 @@ def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str) -> tup
     k *= config.split_k
     a = operand(m, k, layout[0] == "t")
     b = operand(k, n, layout[1] == "t")
-    out = torch.zeros(*batch, m, n, dtype=torch_dtype)
+    out_dtype = torch_dtype if spec is None else getattr(torch, spec.out_dtype)
+    out = torch.zeros(*batch, m, n, dtype=out_dtype)
     bias = torch.zeros(n, dtype=torch_dtype) if op == "addmm" else None
-    return launcher_args(a, b, bias, out, 1.0, 1.0, workspace=split_k_workspace(config, out))
+    extras = () if spec is None else epilogue_operands(spec, m, n, torch.zeros)
+    return launcher_args(a, b, bias, out, 1.0, 1.0, workspace=split_k_workspace(config, out),
+                         epilogue=epilogue, extras=extras)
+
+
+def epilogue_operands(spec, m: int, n: int, make: Callable) -> tuple:
+    """Tensors for ``spec``'s operands of an ``m x n`` output, in spec order: ``make(shape,
+    dtype=...)`` (e.g. ``torch.zeros``) of shape ``(n,)`` (col), ``(m,)`` (row) or
+    ``(m, n)`` (tile)."""
+    import torch
+
+    shapes = {"col": (n,), "row": (m,), "tile": (m, n)}
+    return tuple(make(shapes[o.kind], dtype=getattr(torch, o.dtype)) for o in spec.operands)
 
 
 # ---------------------------------------------------------------------------
@@ -895,13 +1232,17 @@ def reduce_split_k(workspace, out) -> None:
     out.copy_(torch.sum(workspace, dim=0))
 
 
-def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None) -> tuple:
+def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
+                  epilogue: str = "", extras=()) -> tuple:
     """Positional arguments of a :func:`build_gemm` launcher for these tensors.
 
     ``a``: (M, K) or (batch, M, K); ``b``: (K, N) or (batch, K, N); ``out``: (M, N) or
     (batch, M, N); ``bias``: None, (N,) or an (M, N) expanded view with stride (0, 1).
     ``workspace`` (split-K, from :func:`split_k_workspace`) takes the kernel's output
     in ``out``'s place, its split stride in the batch-stride slot of ``out``.
+    ``epilogue`` (canonical JSON, ``""``: none) with ``extras``, its operand tensors in
+    spec order (checked by :func:`epilogue_args`), appends the fused kernel's operand
+    slots and their leading strides; ``out`` must then have the spec's ``out_dtype``.
     """
     layout = infer_layout(a, b)
     m, k = a.shape[-2], a.shape[-1]
@@ -924,6 +1265,9 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None) ->
         bias = bias[0]
     if bias is not None and bias.stride(-1) != 1:
         raise ValueError("bias must have unit stride")
+    fused = epilogue_args(parse_epilogue(epilogue), extras, out, m, n) if epilogue else ()
+    if extras and not epilogue:
+        raise ValueError(f"{len(extras)} epilogue operand(s) given without an epilogue")
     return (
         a,
         b,
@@ -941,14 +1285,61 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None) ->
         float(beta),
         out,  # the group end offsets of a grouped launch (unused here)
         0,  # groups: 0 = not grouped
+        *fused,
     )
+
+
+def epilogue_args(spec, extras, out, m: int, n: int) -> tuple:
+    """The fused kernel's epilogue arguments: :data:`EPILOGUE_SLOTS` tensors (``extras``
+    in spec order, the unused slots bound to ``out``), then their leading strides (a
+    tile's row stride, else 0).
+
+    Each operand must have its spec dtype and kind's shape: ``col`` (N,) and ``row``
+    (M,) with unit stride, ``tile`` (M, N) with unit stride along N and a row stride that
+    is a multiple of 4 elements (0: broadcast rows); ``col`` and ``tile`` data aligned to
+    4 elements (their 4-element loads: 8 bytes for bf16/fp16, 16 for fp32), ``row`` to
+    one; element offsets within int32. ``out`` must have the spec's ``out_dtype``.
+    """
+    if str(out.dtype).removeprefix("torch.") != spec.out_dtype:
+        raise ValueError(f"out is {out.dtype}, the epilogue writes {spec.out_dtype}")
+    if len(extras) != len(spec.operands):
+        raise ValueError(f"the epilogue has {len(spec.operands)} operand(s), got {len(extras)}")
+    lds = []
+    for i, (operand, tensor) in enumerate(zip(spec.operands, extras, strict=True)):
+        lds.append(_check_operand(f"epilogue operand x{i} ({operand.kind})", operand, tensor,
+                                  m, n))
+    tensors = (*extras, *[out] * (EPILOGUE_SLOTS - len(extras)))
+    return (*tensors, *lds, *[0] * (EPILOGUE_SLOTS - len(lds)))
+
+
+def _check_operand(name: str, operand, tensor, m: int, n: int) -> int:
+    """ValueError unless ``tensor`` can be an epilogue ``operand``; its leading stride."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    if dtype != operand.dtype:
+        raise ValueError(f"{name} is {dtype}, the epilogue reads {operand.dtype}")
+    shape = {"col": (n,), "row": (m,), "tile": (m, n)}[operand.kind]
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
+    if tensor.stride(-1) != 1 and tensor.shape[-1] > 1:
+        raise ValueError(f"{name} needs unit stride along its last dim, got strides "
+                         f"{tuple(tensor.stride())}")
+    ld = tensor.stride(0) if operand.kind == "tile" else 0
+    if ld % 4 or ld < 0:
+        raise ValueError(f"{name}: row stride {ld} is not a non-negative multiple of 4")
+    align = tensor.element_size() * (1 if operand.kind == "row" else 4)
+    if tensor.data_ptr() % align:
+        raise ValueError(f"{name}: data is not {align}-byte aligned")
+    if ld * max(m - 1, 0) + n > MAX_SPAN_ELEMENTS:
+        raise ValueError(f"{name} spans more than {MAX_SPAN_ELEMENTS} elements")
+    return ld
 
 
 _LAUNCH_LOCK = threading.Lock()
 _WARM: set[tuple] = set()
 
 
-def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, stream=None) -> None:
+def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, stream=None, *,
+           epilogue: str = "", extras=()) -> None:
     """Run the kernel on ROCm tensors, writing into preallocated ``out``.
 
     The op is ``bmm`` for 3-D operands, ``addmm`` when ``bias`` is given, else ``mm``;
@@ -957,7 +1348,9 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
     partials go to a workspace from torch's caching allocator on that stream (capture
     safe: a CUDA-graph capture gives it the graph's private pool) and one torch sum on
     the same stream writes ``out``. The first call per variant compiles (FlyDSL tracing
-    is not thread-safe, so it is serialized).
+    is not thread-safe, so it is serialized). A fused ``epilogue`` (canonical JSON of an
+    ``EpilogueSpec``) reads ``extras`` (its operands, spec order) and writes ``out`` in its
+    ``out_dtype``; see :func:`epilogue_reason` for what it cannot serve.
     """
     import torch
 
@@ -965,13 +1358,15 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
     arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
     layout = infer_layout(a, b)
     dtype = dtype_name(a)
-    launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch)
+    launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch,
+                          epilogue=epilogue)
     if stream is None:
         stream = torch.cuda.current_stream(a.device)
     with torch.cuda.stream(stream):  # the workspace and the reduction on the op's stream
         workspace = split_k_workspace(config, out)
-        args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
-        key = (config, dtype, layout, op, arch)
+        args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
+                             epilogue=epilogue, extras=extras)
+        key = (config, dtype, layout, op, arch, epilogue)
         if key in _WARM:
             launcher(*args, stream=stream)
         else:

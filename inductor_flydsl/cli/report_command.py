@@ -26,7 +26,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import load_report, plot_speedup, render_markdown, write_csv
+    try:
+        from ..report import load_report, plot_speedup, render_markdown, write_csv
+    except ImportError as exc:  # pandas/matplotlib are the [report] extra
+        return fail(f"`inductor-flydsl report` needs the report extra ({exc.name} is "
+                    "missing): pip install 'inductor-flydsl[report]'")
 
     path = args.db or settings_from_env().db_path
     try:

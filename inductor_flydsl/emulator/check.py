@@ -38,17 +38,20 @@ def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
                           dtype=result.dtype, op=result.op, m=m, n=n, k=k, seed=seed).to_json()
     m, n, k = tail_shape(config, result.op, result.layout)
     run = emulate_gemm(Path(result.isa_path).read_text(), template, config, op=result.op,
-                       dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed)
+                       dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed,
+                       epilogue=result.epilogue)
     return run.to_json()
 
 
 def compile_and_emulate(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
-                        op: str, dump_dir: str | os.PathLike | None = None) -> CompileResult:
-    """:func:`compile_config`, then the emulator's verdict in ``result.emulation``."""
+                        op: str, dump_dir: str | os.PathLike | None = None,
+                        epilogue: str = "") -> CompileResult:
+    """:func:`compile_config`, then the emulator's verdict in ``result.emulation``
+    (``epilogue``: the fused ``EpilogueSpec``'s canonical JSON, ``""`` for none)."""
     root = Path(dump_dir) if dump_dir is not None else Path(tempfile.mkdtemp(prefix="emu-"))
     try:
         result = compile_config(template_name, config, arch=arch, dtype=dtype, layout=layout,
-                                op=op, dump_dir=root)
+                                op=op, dump_dir=root, epilogue=epilogue)
         if result.ok and result.isa_path:
             result.emulation = emulate_compiled(result)
         if dump_dir is None:

@@ -22,7 +22,6 @@ from .wave import LANES, Wave
 Run = Callable[[Wave], None]
 Builder = Callable[[Instruction, "DecodeContext"], "Compiled"]
 _BUILDERS: dict[str, Builder] = {}
-_MASK32 = np.uint32(0xFFFFFFFF)
 
 
 @dataclass
@@ -58,10 +57,6 @@ def base_mnemonic(mnemonic: str) -> str:
         if mnemonic.endswith(suffix):
             return mnemonic[: -len(suffix)]
     return mnemonic
-
-
-def known_opcodes() -> list[str]:
-    return sorted(_BUILDERS)
 
 
 def decode(ins: Instruction, ctx: DecodeContext) -> Compiled:
@@ -194,7 +189,3 @@ def swriter(op: Operand, ins: Instruction, width: int = 32) -> Callable[[Wave, i
 def signed32(value: int) -> int:
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value & 0x80000000 else value
-
-
-def as_i32(values: np.ndarray) -> np.ndarray:
-    return values.view(np.int32)

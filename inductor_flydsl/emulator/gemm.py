@@ -4,10 +4,19 @@ The inputs are built with the variant's memory layout, the kernel arguments come
 the template's own host code (``launcher_args`` and ``kernel_launch``, the same path a
 real launch takes), and the result is compared with torch in float64 using the shared
 tolerances of :mod:`inductor_flydsl.flydsl_backend.tolerances`.
+
+With a fused epilogue (``epilogue``, an ``EpilogueSpec``'s canonical JSON) A, B and the
+bias hold small integers times a power of two (:func:`exact_operands`), so that every
+fp32 sum the kernel forms is exact and equal to the float64 GEMM: the comparison with
+the epilogue's reference (``check_epilogue``) then measures the epilogue alone, at an
+accumulator RMS of about 2 where the nonlinear ops curve and saturate. Its operands are
+random with magnitudes in [0.5, 2] and random signs (a divisor never near 0); a ``tile``
+operand is a view with a padded row stride.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +40,7 @@ class GemmEmulation:
     batch: int
     max_abs_err: float | None = None
     worst: float | None = None
+    epilogue: str = ""
     races: list[str] = field(default_factory=list)
     hazards: list[str] = field(default_factory=list)
     error: str | None = None
@@ -63,15 +73,59 @@ def make_operands(op: str, dtype: str, layout: str, m: int, n: int, k: int, *, b
     return a, b, bias, out
 
 
+def exact_operands(op: str, dtype: str, layout: str, m: int, n: int, k: int, *,
+                   seed: int = 0):
+    """``(a, b, bias)`` like :func:`make_operands` (mm and addmm) whose GEMM is exact in
+    fp32: integers in [-3, 3] times ``2**-s`` (``s`` chosen for an accumulator RMS near
+    2) and a bias of eighths in [-1, 1]."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    tdtype = getattr(torch, TORCH_DTYPES[dtype])
+    scale = 2.0 ** -max(0, round(math.log2(2 * math.sqrt(k)) / 2))
+
+    def operand(rows: int, cols: int, col_major: bool):
+        shape = (cols, rows) if col_major else (rows, cols)
+        t = (torch.randint(-3, 4, shape, generator=gen) * scale).to(tdtype)
+        return t.t() if col_major else t
+
+    a = operand(m, k, layout[0] == "t")
+    b = operand(k, n, layout[1] == "t")
+    bias = (torch.randint(-8, 9, (n,), generator=gen) / 8).to(tdtype) if op == "addmm" else None
+    return a, b, bias
+
+
+def random_epilogue_operands(template: Any, spec: Any, m: int, n: int, *, seed: int = 0):
+    """Operands for ``spec`` (spec order): magnitudes in [0.5, 2], random signs; a ``tile``
+    is an ``(m, n)`` view of an ``(m, n + 8)`` tensor (row stride ``n + 8``)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+
+    def make(shape: tuple[int, ...], dtype: Any):
+        wide = (*shape[:-1], shape[-1] + 8) if len(shape) == 2 else shape
+        sign = torch.randint(0, 2, wide, generator=gen) * 2 - 1
+        t = (torch.empty(wide).uniform_(0.5, 2.0, generator=gen) * sign).to(dtype)
+        return t[:, : shape[-1]] if len(shape) == 2 else t
+
+    return template.epilogue_operands(spec, m, n, make)
+
+
 def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: str, layout: str,
                  m: int, n: int, k: int, batch: int = 2, seed: int = 0, alpha: float = 1.0,
                  beta: float = 1.0, budget: int = DEFAULT_BUDGET,
-                 hazards: str = "error") -> GemmEmulation:
+                 hazards: str = "error", epilogue: str = "") -> GemmEmulation:
     """Emulate ``template``'s kernel compiled to ``isa_text`` on one random problem.
 
     ``ok`` needs a correct result, no LDS race and no hazard. With ``hazards="record"``
     every distinct hazard is listed and the run goes on (see :class:`~.machine.Machine`).
+    ``epilogue`` (the kernel's fused ``EpilogueSpec``, canonical JSON) switches to exact
+    inputs and the epilogue's reference (module notes); a refused one raises ValueError.
     """
+    if epilogue:
+        return _emulate_fused(isa_text, template, config, op=op, dtype=dtype, layout=layout,
+                              shape=(m, n, k), seed=seed, alpha=alpha, beta=beta,
+                              budget=budget, hazards=hazards, epilogue=epilogue)
     from ..flydsl_backend.numerics import reference
     from ..flydsl_backend.tolerances import check_close
 
@@ -100,6 +154,41 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         close = check_close(got, expected, dtype, k=k, scale=max(abs(alpha) * rms_a * rms_b,
                                                                   1e-30))
         judge(result, close)
+    except EmulatorError as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+def _emulate_fused(isa_text: str, template: Any, config: Any, *, op: str, dtype: str,
+                   layout: str, shape: tuple[int, int, int], seed: int, alpha: float,
+                   beta: float, budget: int, hazards: str, epilogue: str) -> GemmEmulation:
+    """:func:`emulate_gemm` with a fused epilogue (exact inputs, epilogue reference)."""
+    import torch
+
+    from ..flydsl_backend.numerics import reference
+    from ..flydsl_backend.tolerances import check_epilogue
+
+    reason = template.epilogue_reason(config, op=op, epilogue=epilogue)
+    if reason:
+        raise ValueError(reason)
+    spec = template.parse_epilogue(epilogue)
+    m, n, k = shape
+    result = GemmEmulation(ok=False, op=op, dtype=dtype, layout=layout, shape=shape, batch=1,
+                           epilogue=epilogue)
+    start = time.perf_counter()
+    try:
+        a, b, bias = exact_operands(op, dtype, layout, m, n, k, seed=seed)
+        extras = random_epilogue_operands(template, spec, m, n, seed=seed)
+        out = torch.full((m, n), float("nan"), dtype=getattr(torch, spec.out_dtype))
+        args = template.launcher_args(a, b, bias, out, alpha, beta, epilogue=epilogue,
+                                      extras=extras)
+        report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
+                                      budget=budget, hazards=hazards)
+        note_run(result, report)
+        inputs = (bias.expand(m, n), a, b) if op == "addmm" else (a, b)
+        acc = reference(op, inputs, alpha, beta)
+        judge(result, check_epilogue(bindings.read_back(out), acc, spec, extras))
     except EmulatorError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = round(time.perf_counter() - start, 3)

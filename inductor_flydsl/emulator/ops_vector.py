@@ -88,6 +88,34 @@ def _med3_f(a: Arr, b: Arr, c: Arr) -> Arr:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
+def _ieee_extremum(a: Arr, b: Arr, *, maximum: bool) -> Arr:
+    """CDNA4 ``v_maximum_f32``/``v_minimum_f32`` (IEEE 754-2019 maximum/minimum) on bit
+    patterns: a signaling NaN source gives that NaN quieted (S0 first), else a quiet NaN
+    source is returned as it is (S0 first); +0 counts as greater than -0."""
+    x, y = fp.f32(a), fp.f32(b)
+    with np.errstate(invalid="ignore"):
+        bigger = (x > y) if maximum else (x < y)
+    sign_x, sign_y = (a >> U32(31)).astype(bool), (b >> U32(31)).astype(bool)
+    zeros = ((a | b) & U32(0x7FFFFFFF)) == 0
+    wins = bigger | (zeros & ((~sign_x & sign_y) if maximum else (sign_x & ~sign_y)))
+    out = np.where(wins, a, b)
+    quiet_bit = U32(0x00400000)
+    nan_x, nan_y = np.isnan(x), np.isnan(y)
+    snan_x, snan_y = nan_x & ((a & quiet_bit) == 0), nan_y & ((b & quiet_bit) == 0)
+    out = np.where(nan_y, b, out)
+    out = np.where(nan_x, a, out)
+    out = np.where(snan_y & ~snan_x, b | quiet_bit, out)
+    return np.where(snan_x, a | quiet_bit, out).astype(U32)
+
+
+def _maximum3(a: Arr, b: Arr, c: Arr) -> Arr:
+    return _ieee_extremum(_ieee_extremum(a, b, maximum=True), c, maximum=True)
+
+
+def _minimum3(a: Arr, b: Arr, c: Arr) -> Arr:
+    return _ieee_extremum(_ieee_extremum(a, b, maximum=False), c, maximum=False)
+
+
 def _u64(x: Arr) -> Arr:
     return x.astype(np.uint64)
 
@@ -173,7 +201,13 @@ INT_OPS: dict[str, tuple[int, str, Callable[..., Arr]]] = {
     "v_min_f32": (2, "f32", _f(np.fmin)),
     "v_max_f32": (2, "f32", _f(np.fmax)),
     "v_fma_f32": (3, "f32", _f(_fma)),
+    # VOP2 with a 32-bit literal K, written in its operand place: fmamk is ``vdst, src0, K,
+    # vsrc1`` (S0 * K + S1), fmaak ``vdst, src0, vsrc1, K`` (S0 * S1 + K): both a positional fma
+    "v_fmamk_f32": (3, "f32", _f(_fma)),
+    "v_fmaak_f32": (3, "f32", _f(_fma)),
     "v_med3_f32": (3, "f32", _f(_med3_f)),
+    "v_maximum3_f32": (3, "f32", _maximum3),  # CDNA4 (gfx950)
+    "v_minimum3_f32": (3, "f32", _minimum3),
     "v_rcp_f32": (1, "f32", _f(lambda a: np.float32(1.0) / a)),
     "v_sqrt_f32": (1, "f32", _f(np.sqrt)),
     "v_exp_f32": (1, "f32", _f(np.exp2)),
@@ -440,26 +474,46 @@ _PK_F32 = {"v_pk_mul_f32": (2, lambda a, b: a * b), "v_pk_add_f32": (2, lambda a
            "v_pk_fma_f32": (3, _fma)}
 
 
+def _pk_f32_reader(op, ins: Instruction, selects: tuple[int, int]):
+    """A packed-fp32 source as uint64. An inline constant is a 32-bit float (as LLVM
+    encodes it, the IEEE single value in the low half); its high half is not documented,
+    so an instruction that selects it (``op_sel``/``op_sel_hi`` 1) is refused unless the
+    constant is 0 (LLVM always selects the low half of a constant)."""
+    if op.const is None:
+        return vreader64(op, ins)
+    low = op.const.bits(32, "f32")
+    if 1 in selects and low != 0:
+        raise UnknownOpcode(f"high half of the constant {op.text} in packed fp32 "
+                            f"({ins.where()})")
+    value = np.full(LANES, low, np.uint64)
+    return lambda w: value
+
+
 def _build_pk_f32(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    """VOP3P packed fp32: ``op_sel``/``op_sel_hi`` pick each source's half for the low and
+    high result, ``neg_lo``/``neg_hi`` negate a source's picked value for that result."""
     nsrc, fn = _PK_F32[base(ins)]
-    for name in ("clamp", "neg_lo", "neg_hi"):
-        if ins.has(name):
-            raise UnknownOpcode(f"modifier {name} on packed fp32 ({ins.where()})")
+    if ins.has("clamp"):
+        raise UnknownOpcode(f"modifier clamp on packed fp32 ({ins.where()})")
     ops = operands(ins, nsrc + 1)
     d, srcs = ops[0], ops[1:]
     lo_sel = _op_sel(ins, "op_sel", (0,) * nsrc)
     hi_sel = _op_sel(ins, "op_sel_hi", (1,) * nsrc)
-    readers = [vreader64(s, ins) for s in srcs]
+    lo_neg = _op_sel(ins, "neg_lo", (0,) * nsrc)
+    hi_neg = _op_sel(ins, "neg_hi", (0,) * nsrc)
+    readers = [_pk_f32_reader(s, ins, (lo_sel[i], hi_sel[i])) for i, s in enumerate(srcs)]
     wd = vwriter64(d, ins)
+    sign = np.uint64(0x80000000)
 
-    def half(x: Arr, which: int) -> Arr:
-        return ((x >> np.uint64(32 * which)) & np.uint64(0xFFFFFFFF)).astype(U32).view(np.float32)
+    def half(x: Arr, which: int, neg: int) -> Arr:
+        bits = (x >> np.uint64(32 * which)) & np.uint64(0xFFFFFFFF)
+        return (bits ^ sign if neg else bits).astype(U32).view(np.float32)
 
     def run(w) -> None:
         values = [r(w) for r in readers]
         with np.errstate(all="ignore"):
-            lo = fn(*(half(v, s) for v, s in zip(values, lo_sel, strict=True)))
-            hi = fn(*(half(v, s) for v, s in zip(values, hi_sel, strict=True)))
+            lo = fn(*(half(v, s, g) for v, s, g in zip(values, lo_sel, lo_neg, strict=True)))
+            hi = fn(*(half(v, s, g) for v, s, g in zip(values, hi_sel, hi_neg, strict=True)))
         lo_bits = np.asarray(lo, np.float32).view(U32).astype(np.uint64)
         hi_bits = np.asarray(hi, np.float32).view(U32).astype(np.uint64)
         wd(w, lo_bits | (hi_bits << np.uint64(32)))

@@ -17,8 +17,6 @@ import yaml
 from .errors import AsmError
 
 _LABEL_RE = re.compile(r"^([.\w$]+):")
-_FLAG_WORDS = frozenset({"off", "offen", "idxen", "lds", "sc0", "sc1", "nt", "glc", "slc",
-                         "clamp", "gds", "addr64", "tfe", "lwe"})
 # Words that stand where an operand would, but that our parser treats as flags.
 _OPERAND_FLAGS = frozenset({"offen", "idxen", "lds", "sc0", "sc1", "nt", "glc", "slc",
                             "clamp", "gds"})

@@ -93,6 +93,7 @@ class Job:
     layout: str
     op: str
     rejected: str | None = None
+    epilogue: str = ""  # a fused epilogue's canonical JSON (epilogue_spec); "" none
 
     @property
     def config_json(self) -> dict[str, int]:
@@ -264,6 +265,8 @@ def _compile_all(jobs: list[Job], n_workers: int, timeout_s: float, compile_fn: 
 
 def job_payload(job: Job, extra: dict[str, Any]) -> dict[str, Any]:
     """A worker's description of ``job`` (``extra``: more keyword arguments)."""
+    if job.epilogue:
+        extra = {**extra, "epilogue": job.epilogue}
     return {"template": job.template, "config": job.config_json, "arch": job.arch,
             "dtype": job.dtype, "layout": job.layout, "op": job.op, "extra": extra}
 

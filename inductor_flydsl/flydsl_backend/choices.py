@@ -24,14 +24,16 @@ from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelCho
 from ..db.store import STATUS_FAILED, STATUS_INVALID
 from ..keys import canonical_json, stable_id
 from .cross_compile import template_source_hash
-from .numerics import NumericMismatch, validate_output
+from .numerics import NumericMismatch, validate_epilogue_output, validate_output
 from .ops import OPS, op_call_name
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
 TEMPLATES = {"grouped_mm": "gemm_grouped", "scaled_mm": "gemm_mx",
              "scaled_mm_bias": "gemm_mx"}  # other ops: TEMPLATE
-NO_SCALAR_OPS = ("grouped_mm", "scaled_mm", "scaled_mm_bias")  # no alpha/beta arguments
+NO_SCALAR_OPS = ("grouped_mm", "scaled_mm", "scaled_mm_bias",  # no alpha/beta arguments
+                 "gemm_epilogue")
+EPILOGUE_OP = "gemm_epilogue"  # the dense template with a fused epilogue
 
 
 def template_for(op: str) -> str:
@@ -43,8 +45,10 @@ def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
     custom_op = OPS[op]
 
     def kernel(*inputs: torch.Tensor, out: torch.Tensor, config: str, alpha: float = 1.0,
-               beta: float = 1.0) -> None:
-        if op == "addmm":
+               beta: float = 1.0, epilogue: str = "") -> None:
+        if op == EPILOGUE_OP:
+            custom_op(*inputs, out, config, epilogue)
+        elif op == "addmm":
             custom_op(*inputs, out, config, alpha, beta)
         elif op in NO_SCALAR_OPS:
             custom_op(*inputs, out, config)
@@ -72,8 +76,11 @@ class FlydslChoiceCaller(ExternKernelCaller):
     inductor_flydsl_backend = "flydsl"
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
-                 config: Any, *, alpha: float, beta: float, dynamic_m: bool = False) -> None:
+                 config: Any, *, alpha: float, beta: float, dynamic_m: bool = False,
+                 epilogue: str = "") -> None:
         kwargs: dict[str, Any] = {"config": canonical_json(config.to_json())}
+        if epilogue:
+            kwargs["epilogue"] = epilogue
         if choice.op not in NO_SCALAR_OPS:  # grouped and scaled GEMMs take no alpha
             kwargs["alpha"] = alpha
         if choice.op == "addmm":
@@ -89,6 +96,8 @@ class FlydslChoiceCaller(ExternKernelCaller):
         self.inductor_flydsl_config = {"template": self.template,
                                        "template_hash": self.template_hash,
                                        **config.to_json()}
+        if epilogue:
+            self.inductor_flydsl_config["epilogue"] = epilogue
         self.inductor_flydsl_failure: tuple[str, str] | None = None
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m
@@ -100,7 +109,9 @@ class FlydslChoiceCaller(ExternKernelCaller):
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
-                           if k != "config")
+                           if k not in ("config", "epilogue"))
+        if "epilogue" in self.kwargs:  # its id: the text is in the config
+            scalars += f"-epilogue={stable_id(self.kwargs['epilogue'])}"
         return (f"flydsl-{self.template}-{self.template_hash}-{self.op}-{self.config_id}-"
                 f"{scalars}")
 
@@ -119,6 +130,9 @@ class FlydslChoiceCaller(ExternKernelCaller):
         for args, result in runs:
             self.to_callable()(*args, out=result)
             try:
+                if self.op == EPILOGUE_OP:
+                    validate_epilogue_output(str(self.kwargs["epilogue"]), args, result)
+                    continue
                 validate_output(self.op, args, result, float(self.kwargs.get("alpha", 1.0)),
                                 float(self.kwargs.get("beta", 0.0)))
             except NumericMismatch as exc:

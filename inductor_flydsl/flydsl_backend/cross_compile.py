@@ -83,6 +83,8 @@ class CompileResult:
     # The main K loop of the ISA: instruction mix and llvm-mca estimate
     # (loop_analysis.LoopAnalysis.to_json()); None when no ISA was produced.
     loop_analysis: dict[str, Any] | None = None
+    # The fused epilogue compiled in (canonical EpilogueSpec JSON; "" = none).
+    epilogue: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,20 +189,23 @@ def _analyze_loop(isa_text: str, arch: str) -> dict[str, Any]:
 
 
 def prepare_compile(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
-                    op: str) -> tuple[CompileResult, Any, tuple | None]:
+                    op: str, epilogue: str = "") -> tuple[CompileResult, Any, tuple | None]:
     """For one variant: its (not yet ok) :class:`CompileResult`, a fresh launcher and the
     example arguments to compile it with; the launcher is None and ``result.error`` says
-    why when the config is invalid."""
+    why when the config is invalid (or refuses ``epilogue``, a fused ``EpilogueSpec``'s
+    canonical JSON: only templates that take one, e.g. ``gemm_dense``, get it)."""
     template = load_template(template_name)
     config_json = config if isinstance(config, dict) else config.to_json()
     result = CompileResult(template=template_name,
                            source_hash=template_source_hash(template_name),
                            config=dict(config_json), arch=arch, dtype=dtype, layout=layout,
-                           op=op, ok=False)
+                           op=op, ok=False, epilogue=epilogue)
+    fused = {"epilogue": epilogue} if epilogue else {}
     try:
         cfg = template.GemmConfig.from_json(dict(config_json))
-        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch)
-        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op)
+        launcher = template.make_launcher(cfg, dtype=dtype, layout=layout, op=op, arch=arch,
+                                          **fused)
+        args = template.example_args(cfg, dtype=dtype, layout=layout, op=op, **fused)
     except ValueError as exc:
         result.error = f"invalid: {exc}"
         return result, None, None
@@ -217,6 +222,7 @@ def compile_config(
     op: str,
     dump_dir: str | os.PathLike | None = None,
     analyze_loop: bool = True,
+    epilogue: str = "",
 ) -> CompileResult:
     """Cross-compile one config of a template for ``arch`` and parse its final ISA.
 
@@ -227,9 +233,11 @@ def compile_config(
     (``isa_path`` points at the ISA); without it the dump is deleted. With
     ``analyze_loop`` the ISA's main loop is analysed (``loop_analysis``; see
     :mod:`.loop_analysis`); an analysis failure is recorded there, never raised.
+    ``epilogue`` (canonical JSON of an ``EpilogueSpec``, ``""``: none) compiles the
+    variant with that epilogue fused (``gemm_dense``; a refusal is an ``invalid:`` error).
     """
     result, launcher, args = prepare_compile(template_name, config, arch=arch, dtype=dtype,
-                                             layout=layout, op=op)
+                                             layout=layout, op=op, epilogue=epilogue)
     if launcher is None:
         return result
     rocm_path = rocm_path_for_compile()

@@ -82,3 +82,24 @@ def _raise_unless_close(report, against: str = "") -> None:
             f"{report.mismatched}/{report.numel} elements outside atol {report.atol:.3g} + "
             f"rtol {report.rtol:.3g}{against}; worst {report.worst:.3g}x the bound, "
             f"{report.nonfinite} non-finite")
+
+
+def validate_epilogue_output(epilogue: str, inputs: tuple[torch.Tensor, ...],
+                             out: torch.Tensor) -> None:
+    """A fused-epilogue candidate's ``out`` against the epilogue's reference semantics on
+    the float64 product (``epilogue_spec.reference``); ``inputs`` are ``a, b`` and the
+    op's operand slots."""
+    from ..epilogue_spec import EpilogueSpec
+    from ..epilogue_spec import reference as epilogue_reference
+
+    spec = EpilogueSpec.from_json(epilogue)
+    a, b = inputs[0], inputs[1]
+    operands = [t.reshape(-1) if o.kind in ("col", "row") else t
+                for t, o in zip(inputs[2:], spec.operands, strict=False)]
+    product = torch.mm(a.double(), b.double())
+    expected = epilogue_reference(spec, product, operands).double()
+    scale = max(_rms(a) * _rms(b), float(expected.abs().mean()) if expected.numel() else 0.0,
+                1e-30)
+    report = check_close(out, expected, TEMPLATE_DTYPE.get(out.dtype, "fp32"),
+                         k=a.shape[-1], scale=scale)
+    _raise_unless_close(report, " of the fused epilogue's reference")

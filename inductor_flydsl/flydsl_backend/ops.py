@@ -1,6 +1,7 @@
 """The torch custom ops that Inductor's generated code calls to run a FlyDSL GEMM.
 
-``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias}_out`` are
+``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias,
+gemm_epilogue}_out`` are
 out-variant ops: they write into the buffer Inductor allocated (``out``), launch on the
 current stream and never synchronize the host; they allocate nothing except a split-K
 config's fp32 workspace, which comes from torch's caching allocator on that stream (a
@@ -195,8 +196,40 @@ def _scaled_mm_bias_out_fake(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Te
     return None
 
 
+@torch.library.custom_op(f"{NAMESPACE}::gemm_epilogue_out", mutates_args=("out",))
+def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor,
+                      x2: torch.Tensor, x3: torch.Tensor, out: torch.Tensor, config: str,
+                      epilogue: str) -> None:
+    """``out = epilogue(a @ b, x0..)`` with the epilogue fused into the dense template's
+    store (``epilogue_spec``; the operand slots past the epilogue's are ignored). The
+    epilogue arrives as JSON and is validated before it reaches kernel generation."""
+    from ..epilogue_spec import EpilogueSpec, reference
+    from .cross_compile import load_template
+
+    _verify_runtime(out.device)
+    spec = EpilogueSpec.from_json(epilogue)
+    extras = [t.reshape(-1) if o.kind in ("col", "row") else t
+              for t, o in zip((x0, x1, x2, x3), spec.operands, strict=False)]
+    if out.numel() == 0:
+        return
+    template = load_template("gemm_dense")
+    if _over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out, *extras):
+        out.copy_(reference(spec, a.float() @ b.float(), extras))
+        return
+    template.launch(a, b, None, out, 1.0, 0.0, _parse_config(config), epilogue=spec.text(),
+                    extras=tuple(extras))
+
+
+@gemm_epilogue_out.register_fake
+def _gemm_epilogue_out_fake(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor,
+                            x1: torch.Tensor, x2: torch.Tensor, x3: torch.Tensor,
+                            out: torch.Tensor, config: str, epilogue: str) -> None:
+    return None
+
+
 OPS = {"mm": mm_out, "addmm": addmm_out, "bmm": bmm_out, "grouped_mm": grouped_mm_out,
-       "scaled_mm": scaled_mm_out, "scaled_mm_bias": scaled_mm_bias_out}
+       "scaled_mm": scaled_mm_out, "scaled_mm_bias": scaled_mm_bias_out,
+       "gemm_epilogue": gemm_epilogue_out}
 
 
 def op_call_name(op: str) -> str:

@@ -107,7 +107,7 @@ def build_settings() -> dict[str, str]:
 
 def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
                  op: str, settings: dict[str, str] | None = None,
-                 cache: bool = True) -> CompileResult:
+                 cache: bool = True, epilogue: str = "") -> CompileResult:
     """Compile one variant into FlyDSL's disk cache without launching it (the function
     the build workers run). ``settings``: :func:`build_settings` of the process that
     asked for the build, made this worker's for it. ``cache`` False: a throwaway build
@@ -122,19 +122,20 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
     if os.environ.get(ENV_TEST_CRASH) == stable_id(dict(config)):
         os.abort()
     return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
-                      cache=cache)
+                      cache=cache, epilogue=epilogue)
 
 
 def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
-               op: str, cache: bool = True) -> CompileResult:
+               op: str, cache: bool = True, epilogue: str = "") -> CompileResult:
     """The build itself, in this process: FlyDSL's environment is set for this build only,
     under the cross-compiler's lock, with a fresh launcher (so a benchmarking process's
     cached launchers keep their own state)."""
     from .cross_compile import _ENV_LOCK, _compile_env, prepare_compile
     from .toolchain import rocm_path_for_compile
 
+    extra = {"epilogue": epilogue} if epilogue else {}  # a fused epilogue's variant
     result, launcher, args = prepare_compile(template_name, config, arch=arch, dtype=dtype,
-                                             layout=layout, op=op)
+                                             layout=layout, op=op, **extra)
     if launcher is None:
         return result
     env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1",
@@ -325,12 +326,12 @@ def wait_ready(timeout_s: float) -> bool:
 
 
 def variant_key(template_hash: str, config_id: str, arch: str, dtype: str, layout: str,
-                op: str) -> tuple[str, ...]:
-    return (template_hash, config_id, arch, dtype, layout, op)
+                op: str, epilogue: str = "") -> tuple[str, ...]:
+    return (template_hash, config_id, arch, dtype, layout, op, epilogue)
 
 
 def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str,
-                 layout: str, op: str) -> dict[str, Build]:
+                 layout: str, op: str, epilogue: str = "") -> dict[str, Build]:
     """Start (in the background) the builds of ``configs`` not built or building in this
     process; returns config_id -> Build for every config. With the setting at 0, or a
     single config, nothing is started and the map is empty (first launch compiles)."""
@@ -350,10 +351,10 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     jobs: list[Job] = []
     with _lock:
         for config_id, config in wanted.items():
-            key = variant_key(template_hash, config_id, arch, dtype, layout, op)
+            key = variant_key(template_hash, config_id, arch, dtype, layout, op, epilogue)
             if key not in _builds:
                 job = Job(template=template, config=tuple(config.to_json().items()),
-                          arch=arch, dtype=dtype, layout=layout, op=op)
+                          arch=arch, dtype=dtype, layout=layout, op=op, epilogue=epilogue)
                 _builds[key] = Build(job=job)
                 jobs.append(job)
             found[config_id] = _builds[key]
@@ -372,8 +373,8 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     def forget(build: Build) -> None:
         job = build.job
         with _lock:
-            _builds.pop(variant_key(template_hash, job.config_id, arch, dtype, layout, op),
-                        None)
+            _builds.pop(variant_key(template_hash, job.config_id, arch, dtype, layout, op,
+                                    epilogue), None)
 
     def on_event(event: Any) -> None:
         build = run.builds[event.index]

@@ -89,8 +89,20 @@ def prewarm_builds() -> None:
         log.debug("inductor_flydsl: no build prewarm: %s", exc)
 
 
+def fuses_epilogues(device: Any) -> bool:
+    """Whether FlyDSL candidates with a fused epilogue may be offered on ``device``: the
+    epilogue-fusion graph pass asks before it turns a GEMM and its epilogue into one
+    selection (``inductor/epilogue_fusion.py``)."""
+    if not backend_requested() or inductor_config_reasons():
+        return False
+    arch, reasons = runtime_target(device)
+    return arch is not None and not reasons
+
+
 def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                    choices: Sequence[Any]) -> list[Any]:
+    if name == EPILOGUE_SELECTION:
+        return fused_epilogue_choices(input_nodes, layout)
     if not backend_requested() or name not in SUPPORTED_OPS:
         return []
     arch, reasons = runtime_target(layout.device)
@@ -138,7 +150,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
 
 
 def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: str,
-                  problem: Any) -> None:
+                  problem: Any, epilogue: str = "") -> None:
     """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
     from .choices import template_for
     from .prebuild import start_builds
@@ -147,13 +159,90 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
         if problem.op == "scaled_mm":  # the MX template's variant: formats and output
             dtype, layout, variant_op = mx_variant_dtype(problem), "nt", (
                 "addmm" if op == "scaled_mm_bias" else "mm")
+        elif epilogue:  # the dense template's mm variant with the epilogue fused
+            dtype, layout, variant_op = (TORCH_TO_TEMPLATE_DTYPE[problem.dtype],
+                                         problem.layout, "mm")
         else:
             dtype, layout, variant_op = (TORCH_TO_TEMPLATE_DTYPE[problem.dtype],
                                          problem.layout, op)
         builds = start_builds(template_for(op), configs, arch=arch, dtype=dtype,
-                              layout=layout, op=variant_op)
+                              layout=layout, op=variant_op, epilogue=epilogue)
     except Exception as exc:  # never fail the compile: candidates build on first launch
         log.warning("inductor_flydsl: could not start parallel builds: %s", exc)
         return
     for caller in made:
         caller.inductor_flydsl_build = builds.get(caller.config_id)
+
+
+flydsl_choices.fuses_epilogues = fuses_epilogues  # type: ignore[attr-defined]
+EPILOGUE_SELECTION = "gemm_epilogue"  # inductor/epilogue_fusion.py: SELECTION_NAME
+
+
+def _operand_reasons(input_nodes: Sequence[Any], spec: Any) -> list[str]:
+    """A fused kernel reads a col or tile operand 4 elements at a time and a row operand
+    one at a time: their storage offset (and a tile's row stride) must keep the 4-element
+    loads aligned."""
+    reasons = []
+    offsets = _offsets(input_nodes[2:2 + len(spec.operands)])
+    for i, (operand, node, offset) in enumerate(zip(spec.operands, input_nodes[2:],
+                                                    offsets, strict=False)):
+        if operand.kind in ("col", "tile") and offset % 4:
+            reasons.append(f"operand x{i} ({operand.kind}) is not 4-element aligned")
+        if operand.kind == "tile":
+            try:
+                row_stride = int(node.get_stride()[-2])
+            except (TypeError, ValueError, IndexError):
+                row_stride = 1
+            if row_stride % 4:
+                reasons.append(f"operand x{i} (tile) has a row stride of {row_stride}, "
+                               "not a multiple of 4")
+    return reasons
+
+
+def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]:
+    """FlyDSL candidates computing the active ``gemm_epilogue`` selection's GEMM with its
+    epilogue fused (dense template, ``mm`` variant with the epilogue)."""
+    from torch._inductor import config
+    from torch._inductor.ir import FixedLayout
+
+    from ..inductor import epilogue_fusion
+    from .choices import FlydslChoiceCaller, kernel_choice, template_for
+    from .cross_compile import load_template
+
+    current = epilogue_fusion.active()
+    if current is None or not backend_requested():
+        return []
+    spec_text = current.spec.text()
+    arch, reasons = runtime_target(layout.device)
+    reasons += inductor_config_reasons()
+    a, b = input_nodes[0], input_nodes[1]
+    gemm_layout = FixedLayout(layout.device, a.get_dtype(), list(layout.size))
+    problem = problem_from_ir("mm", [a, b], gemm_layout, [])
+    if not reasons:
+        reasons = problem_reasons(problem, offsets=_offsets([a, b]), arch=arch)
+        reasons += _operand_reasons(input_nodes, current.spec)
+    choices_op = EPILOGUE_SELECTION
+    template = load_template(template_for(choices_op))
+    configs = [] if reasons else [
+        c for c in candidate_configs(problem, str(arch),
+                                     search_space=str(config.max_autotune_gemm_search_space),
+                                     limit=configs_per_problem())
+        if template.epilogue_reason(c, op="mm", epilogue=spec_text) is None]
+    if not configs:
+        log.debug("inductor_flydsl: no fused FlyDSL choices for %s with %s: %s",
+                  problem.summary(), current.spec.summary(),
+                  "; ".join(reasons) or "no config takes this epilogue")
+        return []
+    made = [FlydslChoiceCaller(kernel_choice(choices_op), input_nodes, layout, c,
+                               alpha=1.0, beta=0.0, epilogue=spec_text) for c in configs]
+    by_id = {caller.config_id: c for caller, c in zip(made, configs, strict=True)}
+
+    def prepare(selected: Sequence[Any]) -> None:
+        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch),
+                      choices_op, problem, epilogue=spec_text)
+
+    for caller in made:
+        caller.inductor_flydsl_prepare = prepare
+    log.debug("inductor_flydsl: %d fused FlyDSL choices for %s with %s", len(made),
+              problem.summary(), current.spec.summary())
+    return made

@@ -45,15 +45,3 @@ NUMERICS_SHAPES: list[Shape] = [
 
 # Batch size used for ``bmm`` in numerics checks.
 NUMERICS_BATCH = 3
-
-
-def suite_by_name(name: str) -> list[Shape]:
-    """Look a suite up by its name in this module (``DENSE_BF16_NT_SUITE``, ...)."""
-    suites = {
-        "DENSE_BF16_NT_SUITE": DENSE_BF16_NT_SUITE,
-        "DENSE_BF16_NT_QUICK": DENSE_BF16_NT_QUICK,
-        "NUMERICS_SHAPES": NUMERICS_SHAPES,
-    }
-    if name not in suites:
-        raise ValueError(f"unknown suite {name!r}; known: {', '.join(suites)}")
-    return list(suites[name])

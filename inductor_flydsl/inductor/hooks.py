@@ -33,6 +33,7 @@ plugin never makes a compile fail that plain Inductor would have completed.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -48,9 +49,9 @@ from ..db.layered import LayeredTuningDB, warn_once
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecision
 from ..device import describe_device
 from ..priors import Prior, short_list
-from ..problem import InvalidProblem, Problem
+from ..problem import InvalidProblem, Problem, checked
 from ..software import current_software
-from . import epilogues, serving
+from . import epilogue_fusion, epilogues, serving
 from .candidates import backend_of, candidate_id, config_of
 from .ir_problem import problem_from_ir
 from .remeasure import with_confidence
@@ -95,6 +96,8 @@ GEMM_OPS = frozenset({
     # CPU (mkldnn and weight-only-quantized lowerings)
     "packed_linear", "linear_unary", "linear_binary", "qlinear_unary", "qlinear_binary",
     "grouped_gemm", "_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu",
+    # a GEMM with its epilogue fused, against Inductor's own (epilogue_fusion.py)
+    "gemm_epilogue",
 })
 # Selector calls that are not recorded, and why (the README lists them too).
 EXCLUDED_OPS = {
@@ -199,6 +202,9 @@ def key_problem(name: str, input_nodes: Any, layout: Any, choices: Sequence[Any]
     """The DB key of a selection: the IR's problem, plus ``routing=<name>`` while a sweep
     measures a grouped GEMM under a token routing."""
     problem = problem_from_ir(name, input_nodes, layout, choices)
+    if name == epilogue_fusion.SELECTION_NAME:  # the epilogue is part of the problem
+        problem = checked(dataclasses.replace(
+            problem, attrs=tuple(sorted((*problem.attrs, *epilogue_fusion.problem_attrs())))))
     chosen = routing.active()
     if chosen and routing.offs_index(name, input_nodes) is not None:
         problem = routing.routed(problem, chosen)
@@ -470,6 +476,22 @@ def _record_epilogue(note: epilogues.NotedSelection,
                     decision.name or decision.candidate_id, decision.epilogue["ops"])
 
 
+def _fusion_gate(gemm: Any) -> bool:
+    """Whether a GEMM node may become a fused-epilogue selection: the plugin is on, some
+    provider fuses epilogues for its device (FlyDSL: the FLYDSL token, a verified runtime)
+    and Inductor is autotuning GEMMs."""
+    import torch._inductor.config as config
+
+    state = _state
+    if state is None or not (config.max_autotune or config.max_autotune_gemm):
+        return False
+    val = gemm.meta.get("val")
+    device = getattr(val, "device", None)
+    return device is not None and any(
+        getattr(provider, "fuses_epilogues", lambda _d: False)(device)
+        for provider in state.providers)
+
+
 # ---- installation ------------------------------------------------------------------------
 _original_selector_class: type | None = None
 
@@ -490,6 +512,8 @@ def install(state: PluginState) -> None:
         select_algorithm.add_feedback_saver(save_feedback)
     epilogues.set_sink(_record_epilogue, _report_error)
     epilogues.install_observer()
+    epilogue_fusion.install_pass(_fusion_gate, _report_error,
+                                 lambda n: state.stats.bump("epilogue_fusions", n))
     _state = state
 
 
@@ -499,6 +523,7 @@ def uninstall() -> PluginState | None:
     previous, _state = _state, None
     epilogues.set_sink(None)
     epilogues.uninstall_observer()
+    epilogue_fusion.uninstall_pass()
     cache = select_algorithm.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:
         cache.__class__ = _original_selector_class

@@ -572,3 +572,72 @@ def test_scaled_mfma_layout_scales_and_op_sel(fmt_a, fmt_b, byte_a, byte_b):
             got[4 * (lane // 16) + r, lane % 16] = wave.v[40 + r, lane].view(np.float32)
     assert np.allclose(got, want, rtol=1e-6, atol=1e-3)
     assert not np.allclose(got, a @ bt.T + c)  # the scales mattered
+
+
+def _f32(bits: np.ndarray) -> np.ndarray:
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_maximum3_and_minimum3_follow_ieee_2019():
+    """CDNA4 v_maximum3_f32 / v_minimum3_f32: v_maximum_f32(v_maximum_f32(S0, S1), S2),
+    IEEE 754-2019 maximum: a NaN source wins (a signaling one quieted, S0 before S1), +0
+    is greater than -0 (AMD's pseudocode; the same as torch.maximum/minimum)."""
+    qnan, snan = 0x7FC00001, 0x7F800001  # quiet and signaling NaNs with a payload
+    report, _ = run(f"""
+        v_mov_b32_e32 v1, -2.0
+        v_mov_b32_e32 v2, 0.5
+        v_mov_b32_e32 v3, 0x80000000
+        v_mov_b32_e32 v4, {qnan:#x}
+        v_mov_b32_e32 v5, {snan:#x}
+        v_maximum3_f32 v10, v1, v2, 0
+        v_minimum3_f32 v11, v1, v2, 0
+        v_maximum3_f32 v12, v3, 0, v3
+        v_minimum3_f32 v13, 0, v3, 0
+        v_maximum3_f32 v14, v2, v4, v1
+        v_minimum3_f32 v15, v4, v5, v1
+        v_maximum3_f32 v16, -v1, |v3|, v2
+        s_endpgm""")
+    v = report.last_waves[0].v
+    assert (_f32(v[10]) == 0.5).all() and (_f32(v[11]) == -2.0).all()
+    assert (v[12] == 0).all()  # max(-0, +0, -0) = +0
+    assert (v[13] == 0x80000000).all()  # min(+0, -0, +0) = -0
+    assert (v[14] == qnan).all()  # the quiet NaN itself, payload kept
+    assert (v[15] == snan | 0x00400000).all()  # S1's signaling NaN, quieted, beats S0's quiet
+    assert (_f32(v[16]) == 2.0).all()  # source modifiers apply first
+
+
+def test_fmaak_and_fmamk_take_the_literal_in_its_operand_place():
+    # v_fmamk_f32 vdst, src0, K, vsrc1 = src0 * K + vsrc1; v_fmaak_f32 vdst, src0, vsrc1,
+    # K = src0 * vsrc1 + K (the operand order llvm-mc-22 prints for gfx950).
+    report, _ = run("""
+        v_cvt_f32_u32_e32 v1, v0
+        v_mov_b32_e32 v2, 0.5
+        v_fmamk_f32 v3, v1, 0x40400000, v2
+        v_fmaak_f32 v4, v1, v2, 0x41200000
+        s_endpgm""")
+    v = report.last_waves[0].v
+    lanes = np.arange(64, dtype=np.float32)
+    assert (_f32(v[3]) == lanes * 3 + 0.5).all() and (_f32(v[4]) == lanes * 0.5 + 10).all()
+
+
+def test_packed_fp32_negation_and_inline_constants():
+    """VOP3P: neg_lo/neg_hi negate a source's value for the low/high result; an inline
+    constant is a 32-bit float (LLVM encodes it so and always reads its low half with
+    op_sel_hi 0). Reading a constant's undocumented high half is refused."""
+    report, _ = run("""
+        v_mov_b32_e32 v2, 1.5
+        v_mov_b32_e32 v3, -4.0
+        v_mov_b32_e32 v4, 0.5
+        v_mov_b32_e32 v5, 2.0
+        v_pk_add_f32 v[6:7], v[2:3], 1.0 op_sel_hi:[1,0]
+        v_pk_add_f32 v[8:9], v[2:3], 2.0 op_sel_hi:[1,0] neg_lo:[1,0] neg_hi:[1,0]
+        v_pk_mul_f32 v[10:11], v[2:3], v[4:5] neg_lo:[0,1]
+        v_pk_fma_f32 v[12:13], v[2:3], v[4:5], 0.5 op_sel_hi:[1,1,0] neg_hi:[0,0,1]
+        s_endpgm""")
+    v = report.last_waves[0].v
+    pairs = [(6, 2.5, -3.0), (8, 0.5, 6.0), (10, -0.75, -8.0), (12, 1.25, -8.5)]
+    for reg, lo, hi in pairs:
+        assert (_f32(v[reg]) == lo).all() and (_f32(v[reg + 1]) == hi).all(), reg
+    with pytest.raises(UnknownOpcode, match="high half of the constant"):
+        run("v_pk_add_f32 v[6:7], v[2:3], 1.0\ns_endpgm")
+    run("v_pk_add_f32 v[6:7], v[2:3], 0\ns_endpgm")  # 0 reads as 0 in either half
