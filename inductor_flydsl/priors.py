@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .buckets import family_id
 from .db.store import RecordedSelection, rank_of
 from .device import DeviceInfo
 from .software import SoftwareInfo
@@ -66,6 +65,13 @@ class Prior:
                            "changes": list(self.changes)}, sort_keys=True)
 
 
+def find_prior(db: Any, device: DeviceInfo, software: SoftwareInfo,
+               problem: Any) -> Prior | None:
+    """The nearest older record of ``problem`` in any layer of ``db`` (a
+    ``LayeredTuningDB``)."""
+    return nearest_prior(db.selections_by_layer(device, problem), device, software)
+
+
 def nearest_prior(per_db: Sequence[list[RecordedSelection]], device: DeviceInfo,
                   software: SoftwareInfo) -> Prior | None:
     """The nearest usable prior among the recorded selections of each DB (user's first).
@@ -86,38 +92,6 @@ def nearest_prior(per_db: Sequence[list[RecordedSelection]], device: DeviceInfo,
     if not ranked:
         return None
     return min(ranked, key=lambda item: (item[0], item[1]))[2]
-
-
-def _family(backend: str, name: str, config: dict[str, Any]) -> str:
-    return family_id(backend, name, {k: v for k, v in config.items()
-                                     if k not in VERSION_KEYS})
-
-
-def short_list(prior: Prior, choices: Sequence[Any], top_k: int) -> list[Any] | None:
-    """The choices Inductor benchmarks under ``prior``: its best ``top_k`` still present,
-    then ATen's baseline; None when fewer than two choices would be left."""
-    from .inductor.candidates import backend_of, candidate_id, config_of
-
-    by_id = {candidate_id(c): c for c in choices}
-    by_family: dict[str, Any] = {}
-    for c in choices:
-        by_family.setdefault(_family(backend_of(c), str(c.name), config_of(c)), c)
-    picked: list[Any] = []
-    for r in prior.selection.results:  # ok results fastest first
-        if len(picked) >= top_k:
-            break
-        if not r.usable:
-            continue
-        choice = by_id.get(r.candidate_id) or by_family.get(
-            _family(r.backend, r.name, r.config))
-        if choice is not None and choice not in picked:
-            picked.append(choice)
-    if not picked:
-        return None
-    aten = next((c for c in choices if backend_of(c) == "aten"), None)
-    if aten is not None and aten not in picked:
-        picked.append(aten)
-    return picked if len(picked) >= 2 else None
 
 
 def describe_records(selections: Sequence[RecordedSelection],

@@ -17,10 +17,10 @@ import json
 import tempfile
 import time
 
-from inductor_flydsl.emulator.check import compile_and_emulate
 from inductor_flydsl.emulator.gemm import emulate_gemm
 from inductor_flydsl.flydsl_backend import catalog
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
+from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
+from inductor_flydsl.template_loader import load_template
 
 
 def one_workgroup() -> dict:

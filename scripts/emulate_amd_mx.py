@@ -59,9 +59,9 @@ def main() -> int:
         import torch
 
         from inductor_flydsl.emulator.gemm import run_kernel
-        from inductor_flydsl.flydsl_backend import mx_numerics
         from inductor_flydsl.flydsl_backend.cross_compile import _compile_env, _find_isa
         from inductor_flydsl.flydsl_backend.toolchain import rocm_path_for_compile
+        from inductor_flydsl.numerics import mx as mx_numerics
     except ImportError as exc:
         print(f"setup: {exc}", file=sys.stderr)
         return 2

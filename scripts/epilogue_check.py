@@ -33,10 +33,10 @@ from typing import Any
 from inductor_flydsl.epilogue_spec import EpilogueSpec
 from inductor_flydsl.flydsl_backend.build_pool import PoolEvent, run_pool
 from inductor_flydsl.flydsl_backend.configs import DEFAULT
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
 from inductor_flydsl.flydsl_backend.resources import estimate
+from inductor_flydsl.template_loader import load_template
 
-COMPILE_FN = "inductor_flydsl.emulator.check:compile_and_emulate"
+COMPILE_FN = "inductor_flydsl.flydsl_backend.emulated:compile_and_emulate"
 TORCH_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 PLAIN = "plain"
 

@@ -91,8 +91,8 @@ def epilogue_case(name: str, m: int, arch: str, device: Any,
 
     from inductor_flydsl.epilogue_spec import EpilogueSpec, reference
     from inductor_flydsl.flydsl_backend import configs
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.numerics.tolerances import check_close
+    from inductor_flydsl.template_loader import load_template
 
     gemm = load_template("gemm_dense")
     n, k, spec_json = CASES[name]

@@ -24,8 +24,7 @@ if [ -x "$NEXT" ]; then
   echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
   INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" "$NEXT" -m pytest -q -p no:cacheprovider \
     -n "$JOBS" --dist loadfile -m "not serial" "${INTEGRATION[@]}"
-  # the serial Inductor-integration test; the timing-noise test (CPU hog) runs only above
-  "$NEXT" -m pytest -q -p no:cacheprovider -m serial tests/core/test_record_reuse_cpu.py
+  # (the serial timing-noise test, a CPU hog, runs only above)
 elif [ -n "${CI:-}" ]; then
   echo "error: $NEXT is missing: CI tests two torch releases (run scripts/install.sh)" >&2
   exit 1

@@ -20,7 +20,7 @@ Then:
     layout (nn, nt, tn, tt) and op (mm, addmm with alpha/beta, bmm), on the shapes of
     ``suites.NUMERICS_SHAPES`` (M = 1, tails in M and N, minimum N, one K step, padded
     leading dimensions), compared with a float64 torch reference under the tolerances
-    of ``inductor_flydsl.flydsl_backend.tolerances`` (torch's own bf16/fp16 result is
+    of ``inductor_flydsl.numerics.tolerances`` (torch's own bf16/fp16 result is
     held to the same bound, as a check of the tolerance). ``--quick``: every config for
     bf16 nt mm, every other variant with one representative config, three shapes.
 (b) speed on ``suites.DENSE_BF16_NT_SUITE`` (15 shapes; ``--quick``: 5): the best DEFAULT
@@ -173,7 +173,7 @@ def make_operand(rows: int, cols: int, *, col_major: bool, batch: int | None, dt
 def adapt_shape(shape: tuple[int, int, int], config: Any, layout: str, op: str
                 ) -> tuple[int, int, int]:
     """Round M, N, K up to what the kernel requires for this config and layout."""
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.template_loader import load_template
 
     req = load_template("gemm_dense").divisibility_requirements(config, op, layout)
     m, n, k = shape
@@ -191,8 +191,8 @@ def numerics_case(config: Any, *, dtype: str, layout: str, op: str,
     """Launch the kernel once and compare with float64 torch; return a JSON-able row."""
     import torch
 
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.numerics.tolerances import check_close
+    from inductor_flydsl.template_loader import load_template
 
     gemm = load_template("gemm_dense")
     m, n, k = adapt_shape(shape, config, layout, op)
@@ -298,8 +298,8 @@ def speed_case(shape: tuple[int, int, int], arch: str, device: Any, triton_mm: A
     import torch
 
     from inductor_flydsl.flydsl_backend import configs
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.numerics.tolerances import check_close
+    from inductor_flydsl.template_loader import load_template
 
     gemm = load_template("gemm_dense")
     m, n, k = shape
@@ -372,9 +372,9 @@ def grouped_numerics_case(config: Any, *, dtype: str, layout: str, group_rows: l
     import torch
 
     from inductor_flydsl.emulator.grouped import make_grouped_operands
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.numerics import grouped_reference
-    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.numerics.gemm import grouped_reference
+    from inductor_flydsl.numerics.tolerances import check_close
+    from inductor_flydsl.template_loader import load_template
 
     grouped = load_template("gemm_grouped")
     a, b, offs, out = (t.to(device) for t in make_grouped_operands(
@@ -446,10 +446,10 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
     import torch
 
     from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED, fits
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.numerics import grouped_reference
-    from inductor_flydsl.flydsl_backend.tolerances import check_close
+    from inductor_flydsl.numerics.gemm import grouped_reference
+    from inductor_flydsl.numerics.tolerances import check_close
     from inductor_flydsl.routing import group_sizes, offsets
+    from inductor_flydsl.template_loader import load_template
 
     grouped = load_template("gemm_grouped")
     label, groups, t, n, k = shape
@@ -561,8 +561,8 @@ def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int,
     import torch
 
     from inductor_flydsl.emulator.mx import make_mx_operands
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
-    from inductor_flydsl.flydsl_backend.mx_numerics import check_mx
+    from inductor_flydsl.numerics.mx import check_mx
+    from inductor_flydsl.template_loader import load_template
 
     mx = load_template("gemm_mx")
     m, n, k = shape
@@ -596,7 +596,7 @@ def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int,
 def run_mx_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
     from inductor_flydsl.emulator.mx import mx_tail_shape
     from inductor_flydsl.flydsl_backend import catalog
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
+    from inductor_flydsl.template_loader import load_template
 
     mx = load_template("gemm_mx")
     dtypes = ["e4m3xe4m3_bf16", "e2m1xe2m1_bf16"] if quick else list(mx.DTYPES)
@@ -628,14 +628,14 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
     import torch
 
     from inductor_flydsl.emulator.mx import make_mx_operands
-    from inductor_flydsl.flydsl_backend.cross_compile import load_template
     from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
     from inductor_flydsl.flydsl_backend.mx_eligibility import (
         alias_variant,
         parse_mx_dtype,
         synthetic_mx_problem,
     )
-    from inductor_flydsl.flydsl_backend.mx_numerics import check_mx
+    from inductor_flydsl.numerics.mx import check_mx
+    from inductor_flydsl.template_loader import load_template
 
     mx = load_template("gemm_mx")
     name, m, n, k = shape

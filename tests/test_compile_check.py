@@ -21,9 +21,11 @@ import torch
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
-from inductor_flydsl.flydsl_backend import catalog, configs, suites, tolerances, toolchain
-from inductor_flydsl.flydsl_backend.cross_compile import CompileResult, template_source_hash
+from inductor_flydsl.flydsl_backend import catalog, configs, suites, toolchain
+from inductor_flydsl.flydsl_backend.cross_compile import CompileResult
 from inductor_flydsl.keys import stable_id
+from inductor_flydsl.numerics import tolerances
+from inductor_flydsl.template_loader import template_source_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 gemm = catalog._tpl

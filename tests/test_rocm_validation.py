@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.flydsl_backend import configs, suites
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
+from inductor_flydsl.template_loader import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +124,7 @@ def test_split_k_launch_replays_under_graph_capture(device, op):
         ref = alpha * (a.double() @ b.double())
         if bias is not None:
             ref = ref + beta * bias.double()
-        from inductor_flydsl.flydsl_backend.tolerances import check_close
+        from inductor_flydsl.numerics.tolerances import check_close
 
         close = check_close(out, ref, "bf16", k, scale=abs(alpha))
         assert close.ok, close.to_json()
@@ -161,7 +161,7 @@ def test_grouped_mm_through_the_custom_op_matches_aten(device):
     import torch
 
     from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
-    from inductor_flydsl.flydsl_backend.numerics import validate_output
+    from inductor_flydsl.numerics.gemm import validate_output
     from inductor_flydsl.routing import group_sizes, offsets
 
     config = next(c for c in configs.DEFAULT_GROUPED if configs.fits(c, PREFLIGHT.arch))
@@ -212,7 +212,7 @@ def test_mx_scaled_mm_through_the_custom_op(device):
 
     from inductor_flydsl.emulator.mx import make_mx_operands
     from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
-    from inductor_flydsl.flydsl_backend.numerics import validate_output
+    from inductor_flydsl.numerics.gemm import validate_output
 
     config = configs.mx_default_configs("e2m1xe2m1_bf16")[0]
     a, b, sa, sb, _, out = (t.to(device) for t in make_mx_operands(
@@ -246,7 +246,7 @@ def test_fused_epilogue_default_configs(device, case):
 
     from inductor_flydsl.epilogue_spec import EpilogueSpec
     from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
-    from inductor_flydsl.flydsl_backend.numerics import validate_epilogue_output
+    from inductor_flydsl.numerics.gemm import validate_epilogue_output
 
     _, k, spec_json = rocm_epilogues.CASES[case]
     spec = EpilogueSpec.from_json(spec_json)

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from ..emulator.gemm import emulate_gemm
     from ..emulator.machine import DEFAULT_BUDGET
     from ..emulator.program import parse_program
-    from ..flydsl_backend.cross_compile import load_template
+    from ..template_loader import load_template
 
     try:
         text = args.isa.read_text()

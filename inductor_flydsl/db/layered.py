@@ -13,7 +13,6 @@ import sqlite3
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..device import DeviceInfo
 from ..noise import Confidence
@@ -30,9 +29,6 @@ from .store import (
     Winner,
     is_disk_full,
 )
-
-if TYPE_CHECKING:
-    from ..priors import Prior
 
 log = logging.getLogger("inductor_flydsl")
 # A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
@@ -175,18 +171,17 @@ class LayeredTuningDB:
                           config=dict(result.config))
         return None
 
-    def find_prior(self, device: DeviceInfo, software: SoftwareInfo,
-                   problem: Problem) -> Prior | None:
-        """The nearest older record of ``problem`` in any layer (``priors.py``)."""
-        from ..priors import nearest_prior
-
+    def selections_by_layer(self, device: DeviceInfo,
+                            problem: Problem) -> list[list[RecordedSelection]]:
+        """Every recorded selection of ``problem`` on devices of this kind and arch, per
+        layer (the user's DB first): what ``priors.find_prior`` ranks."""
         per_db: list[list[RecordedSelection]] = []
         for db in self._readable():
             try:
                 per_db.append(db.recorded_selections(problem.id, device.kind, device.arch))
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
-        return nearest_prior(per_db, device, software)
+        return per_db
 
     # ---- writes ---------------------------------------------------------------------
     def _writable_db(self) -> TuningDB | None:

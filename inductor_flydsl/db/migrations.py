@@ -36,6 +36,7 @@ from .schema import (
     WINNER_PRIOR_COLUMNS,
     WINNER_V4_COLUMNS,
 )
+from .transactions import write_transaction
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,6 @@ def write_backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
 def migrate(db: sqlite_utils.Database, path: Path) -> int:
     """Bring ``db`` (the file ``path``, open for writing) to ``SCHEMA_VERSION``; returns
     the version it had. No-op for a current file."""
-    from .open import write_transaction
-
     version = read_version(db)
     if not pending(version):
         return version

@@ -12,19 +12,15 @@ import contextlib
 import os
 import sqlite3
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import sqlite_utils
 
 from .migrations import OLDEST_MIGRATABLE, MigrationError, migrate
 from .schema import APPLICATION, SCHEMA_VERSION, create_schema, required_tables
+from .transactions import BUSY_TIMEOUT_MS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-BUSY_TIMEOUT_MS = 30_000
-# Retries of a write that still meets "database is locked" after the busy timeout.
-LOCK_RETRIES = 8
 
 
 class UnusableDB(Exception):
@@ -182,30 +178,3 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
             raise UnusableDB(str(exc)) from exc
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     return db
-
-
-def is_locked_error(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and (
-        "locked" in str(exc) or "busy" in str(exc))
-
-
-@contextlib.contextmanager
-def write_transaction(db: sqlite_utils.Database,
-                      retries: int = LOCK_RETRIES) -> Iterator[sqlite_utils.Database]:
-    """``BEGIN IMMEDIATE`` so a writer waits for the lock up front instead of failing to
-    upgrade a read lock later; retried with backoff while the DB stays locked. A failed
-    body or COMMIT rolls back, so the connection never stays inside a transaction."""
-    for attempt in range(retries + 1):
-        try:
-            db.conn.execute("BEGIN IMMEDIATE")
-            break
-        except sqlite3.OperationalError as exc:
-            if not is_locked_error(exc) or attempt == retries:
-                raise
-            time.sleep(min(0.05 * 2 ** attempt, 2.0))
-    try:
-        yield db
-        db.conn.execute("COMMIT")
-    except BaseException:
-        db.rollback()
-        raise

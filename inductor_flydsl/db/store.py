@@ -23,7 +23,8 @@ from ..keys import canonical_json
 from ..noise import CONFIDENT, LOW, Confidence, Spread
 from ..problem import Problem
 from ..software import SoftwareInfo
-from .open import BUSY_TIMEOUT_MS, LOCK_RETRIES, open_db, write_transaction
+from .open import open_db
+from .transactions import BUSY_TIMEOUT_MS, LOCK_RETRIES, write_transaction
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"  # benchmark raised or returned inf

@@ -126,8 +126,8 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         return _emulate_fused(isa_text, template, config, op=op, dtype=dtype, layout=layout,
                               shape=(m, n, k), seed=seed, alpha=alpha, beta=beta,
                               budget=budget, hazards=hazards, epilogue=epilogue)
-    from ..flydsl_backend.numerics import reference
-    from ..flydsl_backend.tolerances import check_close
+    from ..numerics.gemm import reference
+    from ..numerics.tolerances import check_close
 
     result = GemmEmulation(ok=False, op=op, dtype=dtype, layout=layout, shape=(m, n, k),
                            batch=batch if op == "bmm" else 1)
@@ -166,8 +166,8 @@ def _emulate_fused(isa_text: str, template: Any, config: Any, *, op: str, dtype:
     """:func:`emulate_gemm` with a fused epilogue (exact inputs, epilogue reference)."""
     import torch
 
-    from ..flydsl_backend.numerics import reference
-    from ..flydsl_backend.tolerances import check_epilogue
+    from ..numerics.gemm import reference
+    from ..numerics.tolerances import check_epilogue
 
     reason = template.epilogue_reason(config, op=op, epilogue=epilogue)
     if reason:

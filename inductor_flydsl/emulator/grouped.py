@@ -92,8 +92,8 @@ def emulate_grouped(isa_text: str, template: Any, config: Any, *, dtype: str, la
     """
     import torch
 
-    from ..flydsl_backend.numerics import grouped_reference
-    from ..flydsl_backend.tolerances import check_close
+    from ..numerics.gemm import grouped_reference
+    from ..numerics.tolerances import check_close
 
     result = GroupedEmulation(ok=False, scenario=scenario, dtype=dtype, layout=layout,
                               group_rows=list(group_rows), n=n, k=k)

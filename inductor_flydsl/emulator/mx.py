@@ -23,8 +23,8 @@ def make_mx_operands(dtype: str, op: str, m: int, n: int, k: int, *, seed: int =
     row-major (N, K) weight)."""
     import torch
 
-    from ..flydsl_backend.cross_compile import load_template
-    from ..flydsl_backend.mx_numerics import random_operand, random_scales
+    from ..numerics.mx import random_operand, random_scales
+    from ..template_loader import load_template
 
     fmt_a, fmt_b, out_name = load_template("gemm_mx").parse_dtype(dtype)
     gen = torch.Generator().manual_seed(seed)
@@ -42,7 +42,7 @@ def emulate_mx(isa_text: str, template: Any, config: Any, *, dtype: str, op: str
                hazards: str = "error") -> GemmEmulation:
     """Emulate the MX kernel compiled to ``isa_text`` on one random problem; ``ok`` needs
     a correct result, no LDS race and no hazard."""
-    from ..flydsl_backend.mx_numerics import check_mx
+    from ..numerics.mx import check_mx
 
     result = GemmEmulation(ok=False, op=op, dtype=dtype, layout="nt", shape=(m, n, k), batch=1)
     start = time.perf_counter()

@@ -35,7 +35,7 @@ import re
 
 import numpy as np
 
-from . import fp
+from ..numerics import fp
 from .decode import Compiled, DecodeContext, codes, opcode, operands, vreader
 from .errors import UnknownOpcode
 from .operands import Operand

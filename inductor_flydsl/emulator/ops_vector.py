@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import fp
+from ..numerics import fp
 from .decode import (
     Compiled,
     DecodeContext,

@@ -50,9 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from ..keys import canonical_json, stable_id
+from ..template_loader import load_template, template_source_hash
 from . import configs as configs_mod
 from .build_pool import PoolEvent, run_pool
-from .cross_compile import CompileResult, load_template, template_source_hash
+from .cross_compile import CompileResult
 from .resources import estimate
 
 TEMPLATE = "gemm_dense"
@@ -62,7 +63,7 @@ MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
 MAIN_VARIANTS = {"gemm_dense": MAIN_VARIANT, "gemm_grouped": ("bf16", "nt", "grouped_mm"),
                  "gemm_mx": ("e4m3xe4m3_bf16", "nt", "mm")}
 DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.cross_compile:compile_config"
-EMULATE_COMPILE_FN = "inductor_flydsl.emulator.check:compile_and_emulate"
+EMULATE_COMPILE_FN = "inductor_flydsl.flydsl_backend.emulated:compile_and_emulate"
 BUILD_FN = "inductor_flydsl.flydsl_backend.prebuild:build_config"  # prebuild.py
 _CROSS_COMPILE_FNS = (DEFAULT_COMPILE_FN, EMULATE_COMPILE_FN, BUILD_FN)
 DEFAULT_TIMEOUT_S = 300.0
@@ -412,6 +413,7 @@ def run_catalog(jobs: list[Job], *, workers: int | None = None,
     AMDGPU linker exists (only for the default compile function). With ``dump_dir`` the
     compile function keeps each job's FlyDSL dump there (``isa_path`` is set).
     """
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -420,8 +422,6 @@ def run_catalog(jobs: list[Job], *, workers: int | None = None,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from ..cli.output import err_console
 
     if compile_fn in _CROSS_COMPILE_FNS:
         from .toolchain import rocm_path_for_compile
@@ -435,7 +435,9 @@ def run_catalog(jobs: list[Job], *, workers: int | None = None,
                TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
     start = time.monotonic()
-    with Progress(*columns, console=err_console, disable=not progress) as bar:
+    # progress goes to stderr (a command's stdout may be JSON)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    with Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("compile-check", total=len(jobs), failed=0)
         failed = 0
 

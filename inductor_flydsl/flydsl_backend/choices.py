@@ -23,8 +23,8 @@ from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelCho
 
 from ..db.store import STATUS_FAILED, STATUS_INVALID
 from ..keys import canonical_json, stable_id
-from .cross_compile import template_source_hash
-from .numerics import NumericMismatch, validate_epilogue_output, validate_output
+from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
+from ..template_loader import template_source_hash
 from .ops import OPS, op_call_name
 
 log = logging.getLogger("inductor_flydsl")

@@ -5,7 +5,7 @@ import itertools
 import math
 from typing import Any
 
-from .cross_compile import load_template
+from ..template_loader import load_template
 from .resources import estimate
 
 _tpl = load_template("gemm_dense")
@@ -206,7 +206,7 @@ _MX_FP4_ONLY_TUPLES = ((256, 256, 128, 4, 2, 2, 8),)
 
 
 def _mx_configs(tuples: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     mx = load_template("gemm_mx")
     return tuple(mx.MxConfig(**dict(zip(_MX_FIELDS, t, strict=True))) for t in tuples)

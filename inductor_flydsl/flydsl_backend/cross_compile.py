@@ -11,8 +11,6 @@ parallelism; threads only serialize on the lock.
 """
 
 import contextlib
-import importlib
-import importlib.util
 import io
 import os
 import sys
@@ -22,15 +20,14 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from ..template_loader import load_template, template_source_hash
 from .isa import parse_isa
 from .toolchain import rocm_path_for_compile
 
 ISA_FILE_NAME = "22_final_isa.s"
 _ENV_LOCK = threading.Lock()
-_TEMPLATE_PACKAGES = ("inductor_flydsl_templates",)  # how templates/ is installed
 
 
 _STAT_FIELDS = (
@@ -88,50 +85,6 @@ class CompileResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _template_file(name: str) -> Path:
-    from ..software import templates_dir
-
-    root = templates_dir()
-    candidate = root / f"{name}.py" if root is not None else None
-    if candidate is not None and candidate.is_file():
-        return candidate
-    raise ValueError(f"unknown template {name!r}")
-
-
-def load_template(name: str) -> ModuleType:
-    """Import a template module by name (installed package or source checkout)."""
-    if not name.isidentifier():
-        raise ValueError(f"invalid template name {name!r}")
-    for package in _TEMPLATE_PACKAGES:
-        module_name = f"{package}.{name}"
-        if module_name in sys.modules:
-            return sys.modules[module_name]
-        if importlib.util.find_spec(package) is not None:
-            with contextlib.suppress(ModuleNotFoundError):
-                return importlib.import_module(module_name)
-    path = _template_file(name)
-    module_name = f"_inductor_flydsl_template_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def template_source_hash(template_name: str) -> str:
-    """First 16 hex digits of the sha256 of the template's source file (ValueError for an
-    unknown template)."""
-    from ..software import template_source_hash as source_hash
-
-    digest = source_hash(template_name)
-    if digest is None:
-        raise ValueError(f"unknown template {template_name!r}")
-    return digest
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..problem import Problem, TensorSpec
+from ..template_loader import load_template
 from .configs import (
     DEFAULT_GROUPED,
     GemmConfig,
@@ -30,7 +31,6 @@ from .configs import (
     fits,
     prune_for_shape,
 )
-from .cross_compile import load_template
 from .mx_eligibility import MX_OP, mx_candidate_configs, mx_problem_reasons
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from ..problem import Problem, TensorSpec
-from .cross_compile import load_template
+from ..template_loader import load_template
 
 MX_OP = "scaled_mm"
 MX_ARCHS = ("gfx950",)

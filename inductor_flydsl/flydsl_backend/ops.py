@@ -38,7 +38,7 @@ class FlydslRuntimeUnavailable(RuntimeError):
 
 @functools.cache
 def _parse_config(config: str, template: str = "gemm_dense"):  # the template's config
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     data = json.loads(config)
     return load_template(template).GemmConfig.from_json(data)
@@ -61,7 +61,7 @@ _verified_devices: set[torch.device] = set()
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
     _verify_runtime(out.device)
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     template = load_template("gemm_dense")
     if out.numel() == 0:
@@ -140,7 +140,7 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
     """``out = torch._grouped_mm(a, b, offs)`` (2-D A, 3-D B) with the grouped template;
     rows past ``offs[-1]`` are left as they are. ``offs`` is read on the GPU only."""
     _verify_runtime(out.device)
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     if out.numel() == 0:
         return
@@ -159,7 +159,7 @@ def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                config: str) -> None:
     _verify_runtime(out.device)
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     if out.numel() == 0:
         return
@@ -204,7 +204,7 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
     store (``epilogue_spec``; the operand slots past the epilogue's are ignored). The
     epilogue arrives as JSON and is validated before it reaches kernel generation."""
     from ..epilogue_spec import EpilogueSpec, reference
-    from .cross_compile import load_template
+    from ..template_loader import load_template
 
     _verify_runtime(out.device)
     spec = EpilogueSpec.from_json(epilogue)

@@ -336,9 +336,9 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     process; returns config_id -> Build for every config. With the setting at 0, or a
     single config, nothing is started and the map is empty (first launch compiles)."""
     from ..keys import stable_id
+    from ..template_loader import template_source_hash
     from .build_pool import ELSEWHERE
     from .catalog import Job, job_payload, job_result
-    from .cross_compile import template_source_hash
 
     template_hash = template_source_hash(template)
     wanted = {stable_id(c.to_json()): c for c in configs}

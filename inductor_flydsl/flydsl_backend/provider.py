@@ -206,8 +206,8 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     from torch._inductor.ir import FixedLayout
 
     from ..inductor import epilogue_fusion
+    from ..template_loader import load_template
     from .choices import FlydslChoiceCaller, kernel_choice, template_for
-    from .cross_compile import load_template
 
     current = epilogue_fusion.active()
     if current is None or not backend_requested():

@@ -11,7 +11,7 @@ workgroup (4 SIMDs per CU).
 import math
 from typing import Any
 
-from .cross_compile import load_template
+from ..template_loader import load_template
 
 LDS_LIMIT_BYTES = {"gfx950": 160 * 1024, "gfx942": 64 * 1024}
 REGISTER_FILE_PER_LANE = 512

@@ -48,13 +48,14 @@ from ..counters import PROCESS_STATS, Decision
 from ..db.layered import LayeredTuningDB, warn_once
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecision
 from ..device import describe_device
-from ..priors import Prior, short_list
+from ..priors import Prior, find_prior
 from ..problem import InvalidProblem, Problem, checked
 from ..software import current_software
 from . import epilogue_fusion, epilogues, serving
 from .candidates import backend_of, candidate_id, config_of
 from .ir_problem import problem_from_ir
 from .remeasure import with_confidence
+from .short_list import short_list
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -310,7 +311,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
     log.debug("inductor_flydsl: miss %s", problem.summary())
     db.record_miss(device, software, problem)  # a dynamic miss: what `sweep --from-misses` tunes
     if db.settings.use_priors:
-        prior = db.find_prior(device, software, problem)
+        prior = find_prior(db, device, software, problem)
         short = short_list(prior, choices, db.settings.prior_top_k) if prior else None
         if prior is not None and short is not None:
             state.stats.bump("prior_hits")

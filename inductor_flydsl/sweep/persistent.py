@@ -35,17 +35,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .batch import plan_batches
 from .busy import DEFER, RUN
 from .items import SweepItem
-from .runner import (
+from .outcomes import (
     INTERRUPTED,
     POLL_S,
     ItemOutcome,
     Slot,
-    SweepRunner,
     SweepSummary,
     _nothing,
     _signals_stop,
@@ -53,6 +52,9 @@ from .runner import (
     outcome_of,
 )
 from .worker import BATCH_PREFIX, RESULT_PREFIX
+
+if TYPE_CHECKING:  # the runner drives the pool; the pool only calls it back
+    from .runner import SweepRunner
 
 STARTUP_S = 300.0  # a worker that is not ready by then (and its batch's timeout) is hung
 

@@ -16,7 +16,7 @@ import pytest
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult, TuningDB
 from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.priors import describe_records
+from inductor_flydsl.priors import describe_records, find_prior
 from inductor_flydsl.problem import synthetic_problem
 from inductor_flydsl.settings import ENV_PRIOR_TOP_K, Mode, Settings, settings_from_env
 from inductor_flydsl.software import SoftwareInfo, template_source_hash
@@ -56,7 +56,7 @@ def test_flydsl_rows_survive_a_torch_upgrade_but_the_selection_does_not(tmp_path
     record(tmp_path / "u.db", MI355X, OLD_TORCH, results())
     db = layered(tmp_path / "u.db")
     assert db.lookup(MI355X, NOW, PROBLEM) is None  # Triton and ATen rows changed
-    prior = db.find_prior(MI355X, NOW, PROBLEM)
+    prior = find_prior(db, MI355X, NOW, PROBLEM)
     assert prior is not None and prior.same_device
     assert prior.changes == ("triton: torch 2.13.0+rocm7.0 -> 2.14.1+rocm7.0",
                              "triton: triton 3.7.0 -> 3.8.0",
@@ -76,7 +76,7 @@ def test_gpu_blas_library_is_part_of_atens_validity(tmp_path: Path) -> None:
     assert db.lookup(MI355X, NOW, PROBLEM) is not None
     other_blas = replace(NOW, blas="rocblas")
     assert db.lookup(MI355X, other_blas, PROBLEM) is None
-    assert "aten: BLAS hipblaslt -> rocblas" in db.find_prior(MI355X, other_blas,
+    assert "aten: BLAS hipblaslt -> rocblas" in find_prior(db, MI355X, other_blas,
                                                               PROBLEM).changes
     db.close()
 
@@ -86,23 +86,23 @@ def test_same_device_first_then_same_arch_and_shipped_dbs_count(tmp_path: Path) 
     record(shipped, MI355X, OLD_TORCH, results(winner="triton"))
     db = layered(tmp_path / "u.db", [shipped])
     # only the shipped DB has a record: it is the prior
-    prior = db.find_prior(MI355X, NOW, PROBLEM)
+    prior = find_prior(db, MI355X, NOW, PROBLEM)
     assert prior.source == str(shipped) and prior.same_device
     db.close()
     # a same-arch record on another product (in the user's DB, with this very software)
     # is farther than the same device's record with other software
     record(tmp_path / "u.db", MI350X, NOW, results())
     db = layered(tmp_path / "u.db", [shipped])
-    prior = db.find_prior(MI355X, NOW, PROBLEM)
+    prior = find_prior(db, MI355X, NOW, PROBLEM)
     assert prior.same_device and prior.source == str(shipped)
     # another device of the arch is the prior when the device has none
     mi325 = replace(MI355X, name="another gfx950 board", compute_units=304)
-    prior = db.find_prior(mi325, NOW, PROBLEM)
+    prior = find_prior(db, mi325, NOW, PROBLEM)
     assert not prior.same_device and prior.changes == ()  # same software, other device
     assert prior.selection.device["name"] == "AMD Instinct MI350X"
     # no record on another arch is ever a prior
     gfx942 = replace(MI355X, arch="gfx942")
-    assert db.find_prior(gfx942, NOW, PROBLEM) is None
+    assert find_prior(db, gfx942, NOW, PROBLEM) is None
     db.close()
 
 
@@ -110,7 +110,7 @@ def test_a_selection_with_no_ok_result_is_not_a_prior(tmp_path: Path) -> None:
     record(tmp_path / "u.db", MI355X, OLD_TORCH,
            [CandidateResult("aten", "aten", "mm", {}, None, status="failed")])
     db = layered(tmp_path / "u.db")
-    assert db.find_prior(MI355X, NOW, PROBLEM) is None
+    assert find_prior(db, MI355X, NOW, PROBLEM) is None
     db.close()
 
 

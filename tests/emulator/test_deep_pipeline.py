@@ -4,11 +4,11 @@
 
 import pytest
 
-from inductor_flydsl.emulator.check import compile_and_emulate
 from inductor_flydsl.emulator.gemm import emulate_gemm
 from inductor_flydsl.flydsl_backend import toolchain
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
+from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.resources import estimate
+from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")
 if toolchain.find_ld_lld() is None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from inductor_flydsl.emulator.check import compile_and_emulate
 from inductor_flydsl.emulator.mx import emulate_mx, make_mx_operands
 from inductor_flydsl.flydsl_backend import catalog, toolchain
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_MX, mx_default_configs
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
-from inductor_flydsl.flydsl_backend.mx_numerics import check_mx
+from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
+from inductor_flydsl.numerics.mx import check_mx
+from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")
 if toolchain.find_ld_lld() is None:

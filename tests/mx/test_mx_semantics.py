@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from inductor_flydsl.emulator import fp
-from inductor_flydsl.flydsl_backend import mx_numerics
-from inductor_flydsl.flydsl_backend.cross_compile import load_template
+from inductor_flydsl.numerics import fp
+from inductor_flydsl.numerics import mx as mx_numerics
+from inductor_flydsl.template_loader import load_template
 
 mx = load_template("gemm_mx")
 

@@ -1,9 +1,9 @@
 """Cross-compile one config and run its ISA in the emulator (``compile-check --emulate``).
 
 Each (dtype, layout, op) variant is run on a small random problem that covers a full
-tile and the M and N tails (:func:`~.gemm.tail_shape`), against torch in float64; a
-grouped GEMM on its ragged scenarios (:mod:`.grouped`); an MX GEMM against its float64
-dequantize-then-matmul reference (:mod:`.mx`).
+tile and the M and N tails (``emulator.gemm.tail_shape``), against torch in float64; a
+grouped GEMM on its ragged scenarios (``emulator.grouped``); an MX GEMM against its
+float64 dequantize-then-matmul reference (``emulator.mx``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..flydsl_backend.cross_compile import CompileResult, compile_config, load_template
-from .gemm import emulate_gemm, tail_shape
-from .grouped import emulate_grouped_scenarios
-from .mx import emulate_mx, mx_tail_shape
+from ..emulator.gemm import emulate_gemm, tail_shape
+from ..emulator.grouped import emulate_grouped_scenarios
+from ..emulator.mx import emulate_mx, mx_tail_shape
+from ..template_loader import load_template
+from .cross_compile import CompileResult, compile_config
 
 GROUPED_OP = "grouped_mm"
 MX_TEMPLATE = "gemm_mx"

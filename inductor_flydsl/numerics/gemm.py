@@ -56,7 +56,7 @@ def validate_output(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor
                     alpha: float, beta: float) -> None:
     """Raise NumericMismatch with a one-line summary when ``out`` is wrong."""
     if op in ("scaled_mm", "scaled_mm_bias"):  # MX: against dequantize-then-matmul
-        from .mx_numerics import check_mx
+        from .mx import check_mx
 
         a, b, scale_a, scale_b = inputs[:4]
         bias = inputs[4] if len(inputs) > 4 else None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emulator.fp import MX_FORMATS, e8m0_to_f64
+from .fp import MX_FORMATS, e8m0_to_f64
 from .tolerances import check_close
 
 BLOCK = 32

@@ -1,0 +1,61 @@
+"""The one way templates are found and loaded: the installed ``inductor_flydsl_templates``
+package (``templates/`` in a source checkout, mapped by pyproject.toml), else the
+``templates/`` directory next to the package, imported by file path. Every user of a
+template (the FlyDSL backend, the cross-compiler, the emulator, the scripts) goes through
+:func:`load_template`; its identity for caches and the DB is :func:`template_source_hash`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+_TEMPLATE_PACKAGES = ("inductor_flydsl_templates",)  # how templates/ is installed
+
+
+def _template_file(name: str) -> Path:
+    from .software import templates_dir
+
+    root = templates_dir()
+    candidate = root / f"{name}.py" if root is not None else None
+    if candidate is not None and candidate.is_file():
+        return candidate
+    raise ValueError(f"unknown template {name!r}")
+
+
+def load_template(name: str) -> ModuleType:
+    """Import a template module by name (installed package or source checkout)."""
+    if not name.isidentifier():
+        raise ValueError(f"invalid template name {name!r}")
+    for package in _TEMPLATE_PACKAGES:
+        module_name = f"{package}.{name}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        if importlib.util.find_spec(package) is not None:
+            with contextlib.suppress(ModuleNotFoundError):
+                return importlib.import_module(module_name)
+    path = _template_file(name)
+    module_name = f"_inductor_flydsl_template_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def template_source_hash(template_name: str) -> str:
+    """First 16 hex digits of the sha256 of the template's source file (ValueError for an
+    unknown template)."""
+    from .software import template_source_hash as source_hash
+
+    digest = source_hash(template_name)
+    if digest is None:
+        raise ValueError(f"unknown template {template_name!r}")
+    return digest

@@ -1,0 +1,155 @@
+"""The import contract: every module of ``inductor_flydsl`` imports only from its own layer
+or below, and no set of modules imports each other in a cycle (lazy, function-level
+imports count; imports under ``if TYPE_CHECKING:`` do not, they never run).
+
+Layers, low to high (a module's layer is that of its top-level subpackage or module):
+
+0. foundations: keys, version, settings, problem, device, software, noise, epilogue_spec,
+   buckets, routing, validity, counters, template_loader
+1. numerics: references and tolerances of the kernels' checks
+2. db: the tuning DB
+3. emulator (runs ISA), priors (ranks DB records)
+4. inductor: the hooks into TorchInductor
+5. flydsl_backend: FlyDSL candidates, builds, cross-compiles
+6. the package root, plugin_choices, autoload, report
+7. sweep
+8. cli, __main__
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "inductor_flydsl"
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(("keys", "version", "settings", "problem", "device", "software", "noise",
+                     "epilogue_spec", "buckets", "routing", "validity", "counters",
+                     "template_loader"), 0),
+    "numerics": 1, "db": 2, "emulator": 3, "priors": 3, "inductor": 4,
+    "flydsl_backend": 5, "": 6, "plugin_choices": 6, "autoload": 6, "report": 6,
+    "sweep": 7, "cli": 8, "__main__": 8,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit(module: str) -> str:
+    """The layered unit of a module: its top-level subpackage or module ('' the root)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def _imports(path: Path) -> set[str]:
+    """Every inductor_flydsl module ``path`` imports (the module, or the package plus the
+    imported name when that name is a submodule)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_lines(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("inductor_flydsl"):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if _exists(sub) else target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("inductor_flydsl."))
+    found.discard(module)
+    return found
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_has_a_layer() -> None:
+    units = {_unit(m) for m in _graph()}
+    assert units <= set(LAYERS), f"give these a layer: {sorted(units - set(LAYERS))}"
+
+
+def test_no_module_imports_from_a_higher_layer() -> None:
+    back_arrows = sorted(
+        f"{module} (layer {LAYERS[_unit(module)]}) imports {target} "
+        f"(layer {LAYERS[_unit(target)]})"
+        for module, targets in _graph().items() for target in targets
+        if LAYERS.get(_unit(target), 99) > LAYERS.get(_unit(module), -1))
+    assert not back_arrows, "\n".join(back_arrows)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_checker_sees_a_back_arrow_and_a_cycle() -> None:
+    """The checks above would fail on a violation (so a pass means something)."""
+    fake = {"inductor_flydsl.db.store": {"inductor_flydsl.cli.output"},
+            "inductor_flydsl.cli.output": {"inductor_flydsl.db.store"}}
+    assert _cycles(fake) == [["inductor_flydsl.cli.output", "inductor_flydsl.db.store"]]
+    assert LAYERS[_unit("inductor_flydsl.cli.output")] > LAYERS[_unit("inductor_flydsl.db.store")]
