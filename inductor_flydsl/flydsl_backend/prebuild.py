@@ -31,8 +31,6 @@ with the same variants waits for nothing.
 Settings: ``INDUCTOR_FLYDSL_BUILD_JOBS`` = the number of worker processes (default: the
 CPUs this process may use; ``0`` turns parallel builds off: candidates compile on first
 launch as before). ``INDUCTOR_FLYDSL_BUILD_TIMEOUT_S`` (default 300) per build.
-Test-only hook (tests/flydsl; never set it otherwise): a build whose config id equals
-``INDUCTOR_FLYDSL_BUILD_TEST_CRASH`` aborts its worker (and is never built in-process).
 """
 
 from __future__ import annotations
@@ -51,7 +49,6 @@ from .cross_compile import CompileResult
 log = logging.getLogger("inductor_flydsl")
 ENV_BUILD_JOBS = "INDUCTOR_FLYDSL_BUILD_JOBS"
 ENV_BUILD_TIMEOUT = "INDUCTOR_FLYDSL_BUILD_TIMEOUT_S"
-ENV_TEST_CRASH = "INDUCTOR_FLYDSL_BUILD_TEST_CRASH"
 
 
 def cpu_share() -> int:
@@ -96,12 +93,12 @@ def _timeout_s() -> float:
 
 # ---- building ------------------------------------------------------------------------
 def _is_build_setting(key: str) -> bool:
-    return key.startswith("FLYDSL_") or key == ENV_TEST_CRASH
+    return key.startswith("FLYDSL_")
 
 
 def build_settings() -> dict[str, str]:
-    """The compiling process's settings a build must use (FlyDSL's, and the test hook):
-    pool workers were forked earlier and may hold older ones."""
+    """The compiling process's settings a build must use (FlyDSL's): pool workers were
+    forked earlier and may hold older ones."""
     return {k: v for k, v in os.environ.items() if _is_build_setting(k)}
 
 
@@ -112,15 +109,11 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
     the build workers run). ``settings``: :func:`build_settings` of the process that
     asked for the build, made this worker's for it. ``cache`` False: a throwaway build
     (:func:`warm_up_job`)."""
-    from ..keys import stable_id
-
     if settings is not None:
         for key in [k for k in os.environ if _is_build_setting(k)]:
             if key not in settings:
                 del os.environ[key]
         os.environ.update(settings)
-    if os.environ.get(ENV_TEST_CRASH) == stable_id(dict(config)):
-        os.abort()
     return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
                       cache=cache, epilogue=epilogue)
 
@@ -201,8 +194,7 @@ class Build:
         late): the launch then compiles as it would without parallel builds."""
         if self.done.is_set():
             return self.result
-        test_crash = os.environ.get(ENV_TEST_CRASH) == self.job.config_id  # a worker's
-        if not test_crash and _idle_core() and self.claim_here():
+        if _idle_core() and self.claim_here():
             job = self.job
             result = build_here(job.template, job.config_json, arch=job.arch,
                                 dtype=job.dtype, layout=job.layout, op=job.op)

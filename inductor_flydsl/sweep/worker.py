@@ -21,11 +21,8 @@ buckets are off (``INDUCTOR_FLYDSL_BUCKETS=0``) and so are priors
 (``INDUCTOR_FLYDSL_PRIORS=0``: an older record never narrows the candidates): a sweep
 measures every candidate. The last stdout line is ``SWEEP_RESULT {json}``.
 
-Test-only hooks (used by tests/sweep; never set them otherwise): when
-``INDUCTOR_FLYDSL_SWEEP_TEST_CRASH`` equals the item's id or op, the worker calls
-``os.abort()`` (exit 134, as a GPU fault does); ``INDUCTOR_FLYDSL_SWEEP_TEST_HANG`` makes
-it sleep forever (a hang, for ``--timeout-s``); ``INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL``
-makes every multi-item batch's compile raise (its items are then tuned one by one).
+Crashes, hangs and failing batches are injected by the tests from outside
+(tests/faults/sitecustomize.py); there is no test hook here.
 """
 
 from __future__ import annotations
@@ -47,9 +44,6 @@ from typing import Any
 from .items import ItemError, SweepItem
 
 RESULT_PREFIX = "SWEEP_RESULT "
-ENV_TEST_CRASH = "INDUCTOR_FLYDSL_SWEEP_TEST_CRASH"
-ENV_TEST_HANG = "INDUCTOR_FLYDSL_SWEEP_TEST_HANG"
-ENV_TEST_BATCH_FAIL = "INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL"
 DEFAULT_BACKENDS = {"cpu": "ATEN,CPP", "cuda": "ATEN,TRITON", "rocm": "ATEN,TRITON,FLYDSL"}
 CPU_SKIP_REASON = ("Inductor on CPU autotunes only frozen-weight linear layers "
                    "(op=linear, recorded as packed_linear); {op} gets ATen only")
@@ -63,19 +57,6 @@ def _die_with_parent(parent_pid: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(3)
-
-
-def _test_fault(item: SweepItem) -> None:
-    targets = {item.item_id, item.op}
-    if os.environ.get(ENV_TEST_CRASH) in targets:
-        sys.stderr.write(f"{ENV_TEST_CRASH}: aborting on purpose (test hook)\n")
-        sys.stderr.flush()
-        os.abort()
-    if os.environ.get(ENV_TEST_HANG) in targets:
-        sys.stderr.write(f"{ENV_TEST_HANG}: hanging on purpose (test hook)\n")
-        sys.stderr.flush()
-        while True:
-            time.sleep(60)
 
 
 def _emit(result: dict[str, Any]) -> None:
@@ -303,8 +284,6 @@ def _tune_together(items: list[SweepItem], db: str, device: str, backends: str |
 
     from .batch import batch_module, problems_by_item
 
-    if os.environ.get(ENV_TEST_BATCH_FAIL):
-        raise RuntimeError(f"{ENV_TEST_BATCH_FAIL}: a batch of {len(items)} fails (test hook)")
     module, flat = batch_module([build(item, device) for item in items])
     run = _compile_recorded(module, flat, db=db, kind=base["kind"], backends=backends)
     chosen, decisions = run["backends"], run["stats"]["decisions"]
@@ -545,8 +524,6 @@ def serve(db: str, device: str, backends: str | None) -> int:
         batch_id = request["batch"]
         _set_busy_note(request.get("busy") or "")
         items = [SweepItem.from_values(v) for v in request["items"]]
-        for item in items:
-            _test_fault(item)
         reset_between_items()
         try:
             results = tune_batch(items, db, device, backends)
@@ -626,7 +603,6 @@ def _run(args: argparse.Namespace) -> int:
         except (ItemError, json.JSONDecodeError, TypeError, AttributeError) as exc:
             _emit({"status": "failed", "reason": f"bad --item: {exc}"})
             return 2
-        _test_fault(item)
         if args.device == "cpu" and item.op != "linear":  # decided without importing torch
             _emit({"item_id": item.item_id, "item": item.to_dict(), "status": "skipped",
                    "reason": CPU_SKIP_REASON.format(op=item.op)})

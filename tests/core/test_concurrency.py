@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import sqlite_utils
 
 from tests.conftest import isolated_env, run_compile_model
@@ -65,6 +66,7 @@ def test_four_writer_processes_lose_no_rows(tmp_path: Path) -> None:
     assert not [f for f in db_path.parent.iterdir() if f.name.endswith(".new")]
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_four_compiling_processes_share_one_db(tmp_path: Path) -> None:
     """Four real max-autotune compiles at once, recording into the same new DB."""
     db = tmp_path / "tuning.db"

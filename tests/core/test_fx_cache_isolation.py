@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import isolated_env, run_compile_model
 
 SMALL = ["--mode", "default", "--freezing", "0", "--dims", "32,48,16", "--batch", "4"]
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_fx_cache_keys_differ_with_and_without_plugin(tmp_path: Path) -> None:
     env = isolated_env(tmp_path)  # one Inductor cache dir shared by all four runs
     db = ["--db", str(tmp_path / "t.db")]

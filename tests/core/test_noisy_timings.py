@@ -142,6 +142,7 @@ def _show(label: str, db: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.serial  # it measures timing noise: a parallel test would be noise
+@pytest.mark.slow
 @pytest.mark.timeout(1500)  # about 3 min on a quiet machine; a shared one makes it wait
 def test_noisy_run_is_flagged_and_never_replaces_the_quiet_winner(tmp_path: Path) -> None:
     with pinned_to_one_cpu() as every_cpu:

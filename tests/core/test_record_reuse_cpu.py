@@ -68,6 +68,7 @@ def test_warm_process_reuses_winners_without_benchmarking(cold: dict, tmp_path: 
     assert torch.equal(torch.load(tmp_path / "y.pt"), cold["y"])
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_readonly_mode_reuses_and_never_writes(cold: dict, tmp_path: Path) -> None:
     db_copy = tmp_path / "copy.db"
     shutil.copy(cold["db"], db_copy)
@@ -118,6 +119,7 @@ def _cannot_write(directory: Path) -> bool:
     return False
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_stale_record_falls_back_to_autotuning(cold: dict, tmp_path: Path) -> None:
     """A record whose candidates are all gone (say, renamed by a new plugin version) serves
     nothing: that selection is benchmarked and recorded again, and the next compile is

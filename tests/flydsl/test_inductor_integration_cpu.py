@@ -241,12 +241,30 @@ def test_dynamic_validation_sizes_and_inputs() -> None:
     assert a3.shape == (1, 512) and out3.shape == (1, 256) and b3 is b
 
 
+def _crash_one_build(monkeypatch: pytest.MonkeyPatch, crash_id: str) -> None:
+    """The build pool runs tests/faults/builds.py, which aborts the worker building
+    ``crash_id`` (forwarded with the build settings); that build is never taken in-process
+    (it would not crash there). A fresh pool starts with that function."""
+    from inductor_flydsl.flydsl_backend import catalog
+    from tests.faults import builds
+
+    prebuild.shutdown_pool()
+    monkeypatch.setenv(builds.ENV_CRASH, crash_id)
+    monkeypatch.setattr(catalog, "BUILD_FN", builds.BUILD_FN)
+    forwarded = prebuild._is_build_setting
+    monkeypatch.setattr(prebuild, "_is_build_setting",
+                        lambda key: forwarded(key) or key == builds.ENV_CRASH)
+    claim = prebuild.Build.claim_here
+    monkeypatch.setattr(prebuild.Build, "claim_here",
+                        lambda self: self.job.config_id != crash_id and claim(self))
+
+
 def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
         offered: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Builds on: the candidates of one shape are cross-compiled for gfx950 in 2 worker
     processes into FlyDSL's disk cache before Inductor benchmarks them. One build aborts
-    its worker (test hook): only that candidate is failed with the crash; the others are
-    built (one cache entry each) and then refused at launch (no ROCm here), as usual."""
+    its worker (tests/faults/builds.py): only that candidate is failed with the crash; the
+    others are built (one cache entry each) and then refused at launch (no ROCm here)."""
     from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
     from inductor_flydsl.keys import stable_id
     from inductor_flydsl.problem import synthetic_problem
@@ -257,7 +275,7 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     crash_id = stable_id(configs[1].to_json())
     cache = tmp_path / "flydsl_cache"
     monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "2")
-    monkeypatch.setenv(prebuild.ENV_TEST_CRASH, crash_id)
+    _crash_one_build(monkeypatch, crash_id)
     monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(cache))
     prebuild.forget_builds()
     a = torch.randn(256, 512, dtype=torch.bfloat16)
@@ -283,3 +301,4 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     entries = list(cache.rglob("*.pkl"))
     assert len(entries) == len(configs) - 1  # one disk-cache entry per built candidate
     prebuild.forget_builds()
+    prebuild.shutdown_pool()  # its workers run the crashing build function

@@ -58,6 +58,7 @@ def _run(db: Path, cache: Path, mode: str, routed: str = "inductor") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_cpu_grouped_mm_alone_is_not_recorded(tmp_path: Path) -> None:
     data = _run(tmp_path / "t.db", tmp_path / "c", "plain")
     assert data["stats"]["misses"] == 0 and data["stats"]["recorded"] == 0
@@ -121,6 +122,7 @@ print(json.dumps(inductor_flydsl.stats()))
 """
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_batched_grouped_mm_gets_the_dense_bmm_kernel(tmp_path: Path) -> None:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c"),
            "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_BUILD_JOBS": "0"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,18 @@ def sweep_env(root: Path, **extra: str) -> dict[str, str]:
     Sweeps run at once on a busy machine (``--on-busy record``) unless a test asks
     otherwise: only tests/core/test_noisy_timings.py is about busyness."""
     return isolated_env(root, **{"INDUCTOR_FLYDSL_ON_BUSY": "record", **extra})
+
+
+FAULTS_DIR = Path(__file__).resolve().parents[1] / "faults"
+
+
+def fault_env(root: Path, **faults: str) -> dict[str, str]:
+    """:func:`sweep_env` whose sweep workers get the faults named (the variables of
+    tests/faults/sitecustomize.py, loaded through PYTHONPATH)."""
+    env = sweep_env(root, **faults)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(FAULTS_DIR), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def cli(*args: str) -> list[str]:

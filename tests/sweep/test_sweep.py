@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, run_cli, sweep_env, sweep_json
+from conftest import cli, fault_env, run_cli, sweep_env, sweep_json
 
 from inductor_flydsl.sweep.items import SweepItem, shard
 from inductor_flydsl.sweep.presets import parse_shapes_csv, preset, write_shapes_csv
@@ -61,6 +61,7 @@ def test_cpu_smoke_preset_end_to_end(smoke_sweep: dict) -> None:
     assert verify.returncode == 0, verify.stdout
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_slurm_array_shards_merge_to_the_unsharded_result(smoke_sweep: dict,
                                                           tmp_path: Path) -> None:
     """Three shards started as a SLURM job array would start them (--shard auto, task ids
@@ -124,6 +125,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_resume_after_runner_sigkill(tmp_path: Path) -> None:
     shapes = tmp_path / "shapes.csv"
     write_shapes_csv([SweepItem.from_values({"op": "linear", "m": m, "n": n, "k": k,
@@ -172,6 +174,7 @@ def test_resume_after_runner_sigkill(tmp_path: Path) -> None:
         assert after_winners[w["problem_id"]] == w
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 @pytest.mark.parametrize("isolate", ["worker", "item"])
 def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
         tmp_path: Path, isolate: str) -> None:
@@ -185,7 +188,7 @@ def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
     shapes = tmp_path / "shapes.csv"
     write_shapes_csv([crash, hang, skip], shapes)
     db = tmp_path / "faults.db"
-    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id,
+    env = fault_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id,
                     INDUCTOR_FLYDSL_SWEEP_TEST_HANG="bmm")
     mode = ["--isolate", isolate]
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--timeout-s", "8",
@@ -214,6 +217,7 @@ def test_crashing_and_hanging_workers_are_recorded_and_the_sweep_goes_on(
     assert status_by_item(db)[hang.item_id]["status"] == "skipped"
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_a_crash_in_a_persistent_batch_costs_one_item(tmp_path: Path) -> None:
     """[crash, good] share a batch; the crash kills the worker, both are retried alone in
     new workers: the crashing item is failed, the good one tuned and recorded."""
@@ -224,7 +228,7 @@ def test_a_crash_in_a_persistent_batch_costs_one_item(tmp_path: Path) -> None:
     shapes = tmp_path / "shapes.csv"
     write_shapes_csv([crash, good], shapes)
     db = tmp_path / "crash.db"
-    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id)
+    env = fault_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_CRASH=crash.item_id)
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--json"], env)
     summary = sweep_json(proc)
     assert proc.returncode == 1
@@ -238,15 +242,16 @@ def test_a_crash_in_a_persistent_batch_costs_one_item(tmp_path: Path) -> None:
         problem_id]
 
 
+@pytest.mark.slow  # > 20 s on 2 cores
 def test_a_batch_whose_compile_raises_is_tuned_item_by_item(tmp_path: Path) -> None:
-    """Every multi-item batch's compile raises (test hook): the worker tunes the batch's
+    """Every multi-item batch's compile raises (tests/faults): the worker tunes the batch's
     items one by one, in the same process, and both are recorded."""
     items = [SweepItem.from_values({"op": "linear", "m": m, "n": 32, "k": 64,
                                     "dtype": "float32"}) for m in (8, 16)]
     shapes = tmp_path / "shapes.csv"
     write_shapes_csv(items, shapes)
     db = tmp_path / "fallback.db"
-    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL="1")
+    env = fault_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL="1")
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--json"], env)
     summary = sweep_json(proc)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -262,7 +267,7 @@ def test_budget_and_sigterm_stop_cleanly(tmp_path: Path) -> None:
                                    "dtype": "float32"})
     shapes = tmp_path / "shapes.csv"
     write_shapes_csv([hang, other], shapes)
-    env = sweep_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_HANG="mm")
+    env = fault_env(tmp_path, INDUCTOR_FLYDSL_SWEEP_TEST_HANG="mm")
     db = tmp_path / "stop.db"
     proc = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--budget-s", "0",
                     "--json"], env)
