@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +39,10 @@ def enable(db_path: str | os.PathLike[str] | None = None,
 
     ``db_path`` defaults to ``$INDUCTOR_FLYDSL_DB`` or ``~/.cache/inductor_flydsl/tuning.db``;
     ``mode`` to ``$INDUCTOR_FLYDSL_MODE`` or ``readwrite``. Returns the settings in force.
+
+    When the installed torch lacks an Inductor internal the plugin relies on
+    (``inductor/internals.py``), the plugin stays off (a warning says what changed) and
+    Inductor is left untouched; the settings returned then say ``mode=off``.
     """
     global _settings, _previous_choices_class
     settings = settings_from_env(db_path, mode)
@@ -44,9 +50,13 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         disable()
         if settings.mode is Mode.OFF:
             return settings
-        import torch._inductor.config as inductor_config
-        from torch._inductor.virtualized import V
+        from .inductor import internals
 
+        missing = _internals_problems()
+        if missing:
+            warnings.warn("inductor_flydsl stays off: this torch changed Inductor internals "
+                          "the plugin relies on: " + "; ".join(missing), stacklevel=2)
+            return dataclasses.replace(settings, mode=Mode.OFF)
         from .db.layered import LayeredTuningDB
         from .inductor import hooks
         from .inductor.choices import plugin_choices_factory
@@ -54,15 +64,28 @@ def enable(db_path: str | os.PathLike[str] | None = None,
 
         state = hooks.PluginState(LayeredTuningDB(settings))
         register_choice_providers(state)
-        _previous_choices_class = inductor_config.inductor_choices_class
+        _previous_choices_class = internals.config.inductor_choices_class
         factory = plugin_choices_factory(_previous_choices_class)
         # Both are needed: the config enters the FX-graph-cache key (via uuid()) and serves
         # new threads; the handler serves this thread, whose V.choices may already exist.
-        inductor_config.inductor_choices_class = factory
-        V.set_choices_handler(factory())
+        internals.config.inductor_choices_class = factory
+        internals.V.set_choices_handler(factory())
         hooks.install(state)
         _settings = settings
         return settings
+
+
+_checked: list[str] | None = None
+
+
+def _internals_problems() -> list[str]:
+    """``internals.problems()``, checked once per process."""
+    global _checked
+    if _checked is None:
+        from .inductor import internals
+
+        _checked = internals.problems()
+    return _checked
 
 
 @atexit.register
@@ -78,18 +101,14 @@ def disable() -> None:
     with _lock:
         if _settings is None:
             return
-        import torch._inductor.config as inductor_config
-        from torch._inductor.choices import InductorChoices
-        from torch._inductor.virtualized import V
-
-        from .inductor import hooks
+        from .inductor import hooks, internals
 
         state = hooks.uninstall()
         if state is not None:
             state.tuning_db.close()
-        inductor_config.inductor_choices_class = _previous_choices_class
-        factory = _previous_choices_class or InductorChoices
-        V.set_choices_handler(factory())
+        internals.config.inductor_choices_class = _previous_choices_class
+        factory = _previous_choices_class or internals.InductorChoices
+        internals.V.set_choices_handler(factory())
         _settings, _previous_choices_class = None, None
 
 

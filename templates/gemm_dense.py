@@ -69,7 +69,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 DTYPES = ("bf16", "fp16")
 LAYOUTS = ("nn", "nt", "tn", "tt")
@@ -101,8 +101,12 @@ MAX_SPAN_ELEMENTS = 2**31 - 1  # element offsets are computed in int32
 
 
 @dataclass(frozen=True)
-class GemmConfig:
-    """One point of the dense GEMM search space (all fields are compile-time)."""
+class TileConfig:
+    """What every template's config is (dense, grouped, MX): a workgroup of ``waves_m x
+    waves_n`` wave64 waves computes a ``tile_m x tile_n`` output tile, ``tile_k`` K elements
+    per step with ``stages`` LDS buffers in flight, workgroups ordered in groups of
+    ``group_m`` tile rows. A template's config class adds its own fields and sets
+    ``CHOICES`` (the allowed values of every field) and :meth:`operand_vectors`."""
 
     tile_m: int = 128
     tile_n: int = 128
@@ -111,46 +115,39 @@ class GemmConfig:
     waves_n: int = 2
     stages: int = 2
     group_m: int = 8
-    split_k: int = 1
+
+    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {}
 
     @property
     def num_threads(self) -> int:
         return self.waves_m * self.waves_n * WAVE_SIZE
 
+    def operand_vectors(self, rows: int) -> tuple[int, str]:
+        """16-byte vectors in a ``rows x tile_k`` operand tile, and how to name the tile."""
+        return rows * self.tile_k // VEC, f"{rows}x{self.tile_k}"
+
     def validate(self) -> None:
         """Raise ValueError unless this config can be turned into a kernel."""
+        kind = type(self).__name__
         for f in fields(self):
             value = getattr(self, f.name)
             if type(value) is not int:
-                raise ValueError(f"GemmConfig.{f.name} must be an int, got {value!r}")
-        checks = (
-            ("tile_m", TILE_MN_CHOICES),
-            ("tile_n", TILE_MN_CHOICES),
-            ("tile_k", TILE_K_CHOICES),
-            ("waves_m", WAVES_CHOICES),
-            ("waves_n", WAVES_CHOICES),
-            ("stages", STAGES_CHOICES),
-            ("group_m", GROUP_M_CHOICES),
-            ("split_k", SPLIT_K_CHOICES),
-        )
-        for name, allowed in checks:
+                raise ValueError(f"{kind}.{f.name} must be an int, got {value!r}")
+        for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"GemmConfig.{name}={getattr(self, name)} not in {allowed}")
+                raise ValueError(f"{kind}.{name}={getattr(self, name)} not in {allowed}")
         if self.waves_m * self.waves_n > MAX_WAVES:
             raise ValueError(f"waves_m * waves_n = {self.waves_m * self.waves_n} > {MAX_WAVES}")
-        if self.tile_m % (16 * self.waves_m):
-            raise ValueError(
-                f"tile_m={self.tile_m} is not a multiple of 16 * waves_m={self.waves_m}"
-            )
-        if self.tile_n % (16 * self.waves_n):
-            raise ValueError(
-                f"tile_n={self.tile_n} is not a multiple of 16 * waves_n={self.waves_n}"
-            )
-        for name, rows in (("A", self.tile_m), ("B", self.tile_n)):
-            vectors = rows * self.tile_k // VEC
+        for name, tile, waves in (("m", self.tile_m, self.waves_m),
+                                  ("n", self.tile_n, self.waves_n)):
+            if tile % (16 * waves):
+                raise ValueError(
+                    f"tile_{name}={tile} is not a multiple of 16 * waves_{name}={waves}")
+        for operand, rows in (("A", self.tile_m), ("B", self.tile_n)):
+            vectors, tile = self.operand_vectors(rows)
             if vectors % self.num_threads:
                 raise ValueError(
-                    f"{name} tile ({rows}x{self.tile_k}) has {vectors} 16-byte vectors, "
+                    f"{operand} tile ({tile}) has {vectors} 16-byte vectors, "
                     f"not a multiple of {self.num_threads} threads"
                 )
 
@@ -158,17 +155,42 @@ class GemmConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "GemmConfig":
+    def from_json(cls, data: dict[str, Any]) -> Any:
         """Build and validate a config from a plain dict (unknown keys are rejected)."""
         if not isinstance(data, dict):
-            raise ValueError(f"GemmConfig JSON must be a dict, got {type(data).__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
+            raise ValueError(f"{cls.__name__} JSON must be a dict, got {type(data).__name__}")
+        unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"unknown GemmConfig keys: {sorted(unknown)}")
+            raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
         config = cls(**data)
         config.validate()
         return config
+
+
+@dataclass(frozen=True)
+class GemmConfig(TileConfig):
+    """One point of the dense GEMM search space (all fields are compile-time)."""
+
+    split_k: int = 1
+
+    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {
+        "tile_m": TILE_MN_CHOICES, "tile_n": TILE_MN_CHOICES, "tile_k": TILE_K_CHOICES,
+        "waves_m": WAVES_CHOICES, "waves_n": WAVES_CHOICES, "stages": STAGES_CHOICES,
+        "group_m": GROUP_M_CHOICES, "split_k": SPLIT_K_CHOICES,
+    }
+
+
+def tile_of_workgroup(pid, num_pid_m, num_pid_n, group_m: int):
+    """``(pid_m, pid_n)``: the output tile workgroup ``pid`` computes. With ``group_m >
+    1`` workgroups go down ``group_m`` tile rows before moving right (L2 reuse of B);
+    every template's kernel calls this (traced values in, traced values out)."""
+    if group_m > 1:
+        group_width = num_pid_n * group_m
+        first_m = pid // group_width * group_m
+        rows_left = num_pid_m - first_m
+        group_rows = (rows_left < group_m).select(rows_left, group_m)
+        return first_m + pid % group_width % group_rows, pid % group_width // group_rows
+    return pid // num_pid_n, pid % num_pid_n
 
 
 def uses_async_lds(layout: str, arch: str) -> bool:
@@ -753,16 +775,7 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
             num_pid_m = (M + G * (tm - 1)) // tm
         else:
             num_pid_m = (M + (tm - 1)) // tm
-        if const_expr(group_m > 1):
-            group_width = num_pid_n * group_m
-            first_m = pid // group_width * group_m
-            rows_left = num_pid_m - first_m
-            group_rows = (rows_left < group_m).select(rows_left, group_m)
-            pid_m = first_m + pid % group_width % group_rows
-            pid_n = pid % group_width // group_rows
-        else:
-            pid_m = pid // num_pid_n
-            pid_n = pid % num_pid_n
+        pid_m, pid_n = tile_of_workgroup(pid, num_pid_m, num_pid_n, group_m)
         n0 = pid_n * tn
         # Split-K: workgroup z takes K steps [z * k_steps, (z + 1) * k_steps) and writes
         # its fp32 partial tile to slice z of the workspace C (slice stride batch_c).
@@ -1334,8 +1347,27 @@ def _check_operand(name: str, operand, tensor, m: int, n: int) -> int:
     return ld
 
 
-_LAUNCH_LOCK = threading.Lock()
-_WARM: set[tuple] = set()
+_LAUNCH_LOCK = threading.Lock()  # one for every template: FlyDSL tracing is not thread-safe
+_WARM: set[tuple] = set()  # variants launched once (traced and compiled) in this process
+
+
+def device_arch(tensor) -> str:
+    """The gfx arch of the GPU ``tensor`` lives on (``gfx950``)."""
+    import torch
+
+    return torch.cuda.get_device_properties(tensor.device).gcnArchName.split(":", 1)[0]
+
+
+def run_launcher(variant: tuple, launcher: Callable, args: tuple, stream) -> None:
+    """Every template's launch: the first launch of a ``variant`` (its template, config
+    and compile-time parameters) traces and compiles it, serialized under the one lock;
+    later launches run without it."""
+    if variant in _WARM:
+        launcher(*args, stream=stream)
+        return
+    with _LAUNCH_LOCK:
+        launcher(*args, stream=stream)
+        _WARM.add(variant)
 
 
 def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, stream=None, *,
@@ -1355,7 +1387,7 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
     import torch
 
     op = "bmm" if a.dim() == 3 else ("addmm" if bias is not None else "mm")
-    arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
+    arch = device_arch(a)
     layout = infer_layout(a, b)
     dtype = dtype_name(a)
     launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch,
@@ -1366,12 +1398,7 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
         workspace = split_k_workspace(config, out)
         args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
                              epilogue=epilogue, extras=extras)
-        key = (config, dtype, layout, op, arch, epilogue)
-        if key in _WARM:
-            launcher(*args, stream=stream)
-        else:
-            with _LAUNCH_LOCK:
-                launcher(*args, stream=stream)
-                _WARM.add(key)
+        run_launcher(("gemm_dense", config, dtype, layout, op, arch, epilogue), launcher,
+                     args, stream)
         if workspace is not None:
             reduce_split_k(workspace, out)

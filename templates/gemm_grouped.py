@@ -197,10 +197,10 @@ def launch(a, b, offs, out, config: GemmConfig, stream=None) -> None:
         out.copy_(torch._grouped_mm(a, b, offs=offs))
         return
 
-    arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
-    layout = infer_layout(a, b)
-    launcher = build_gemm(config, dtype=dtype_name(a), layout=layout, arch=arch)
+    arch = _dense.device_arch(a)
+    layout, dtype = infer_layout(a, b), dtype_name(a)
+    launcher = build_gemm(config, dtype=dtype, layout=layout, arch=arch)
     if stream is None:
         stream = torch.cuda.current_stream(a.device)
-    with _dense._LAUNCH_LOCK:  # FlyDSL tracing is not thread-safe; launches are cheap
-        launcher(*launcher_args(a, b, offs, out), stream=stream)
+    _dense.run_launcher(("gemm_grouped", config, dtype, layout, arch), launcher,
+                        launcher_args(a, b, offs, out), stream)

@@ -40,10 +40,9 @@ multiple of ``tile_k`` (hence of 128) with at least ``stages - 1`` steps. See
 """
 
 import functools
-import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 try:
     from . import gemm_dense as _dense
@@ -85,7 +84,7 @@ TILE_K_CHOICES = (128, 256, 512)
 WAVES_CHOICES = (1, 2, 4)
 STAGES_CHOICES = (1, 2, 3, 4)
 GROUP_M_CHOICES = (1, 4, 8, 16)
-MAX_WAVES = 8
+MAX_WAVES = _dense.MAX_WAVES
 LDS_LIMIT_BYTES = 160 * 1024  # gfx950
 MAX_SPAN_UNITS = 2**31 - 1  # offsets are computed in int32, in 16-bit units
 
@@ -112,68 +111,26 @@ def make_dtype(fmt_a: str, fmt_b: str, out: str = "bf16") -> str:
 
 
 @dataclass(frozen=True)
-class MxConfig:
+class MxConfig(_dense.TileConfig):
     """One point of the MX GEMM search space (all fields are compile-time). ``tile_k``
     counts K elements (not bytes)."""
 
-    tile_m: int = 128
-    tile_n: int = 128
     tile_k: int = 256
-    waves_m: int = 2
-    waves_n: int = 2
-    stages: int = 2
-    group_m: int = 8
 
-    @property
-    def num_threads(self) -> int:
-        return self.waves_m * self.waves_n * WAVE_SIZE
+    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {
+        "tile_m": TILE_MN_CHOICES, "tile_n": TILE_MN_CHOICES, "tile_k": TILE_K_CHOICES,
+        "waves_m": WAVES_CHOICES, "waves_n": WAVES_CHOICES, "stages": STAGES_CHOICES,
+        "group_m": GROUP_M_CHOICES,
+    }
 
     @property
     def mfmas_per_step(self) -> int:
         """``R``: MFMAs per 16x16 output block and K step."""
         return self.tile_k // MFMA_K
 
-    def validate(self) -> None:
-        """Raise ValueError unless this config can be turned into a kernel (for every
-        format pairing)."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if type(value) is not int:
-                raise ValueError(f"MxConfig.{f.name} must be an int, got {value!r}")
-        for name, allowed in (("tile_m", TILE_MN_CHOICES), ("tile_n", TILE_MN_CHOICES),
-                              ("tile_k", TILE_K_CHOICES), ("waves_m", WAVES_CHOICES),
-                              ("waves_n", WAVES_CHOICES), ("stages", STAGES_CHOICES),
-                              ("group_m", GROUP_M_CHOICES)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"MxConfig.{name}={getattr(self, name)} not in {allowed}")
-        if self.waves_m * self.waves_n > MAX_WAVES:
-            raise ValueError(f"waves_m * waves_n = {self.waves_m * self.waves_n} > {MAX_WAVES}")
-        for name, tile, waves in (("tile_m", self.tile_m, self.waves_m),
-                                  ("tile_n", self.tile_n, self.waves_n)):
-            if tile % (16 * waves):
-                raise ValueError(f"{name}={tile} is not a multiple of 16 * waves={waves}")
-        for operand, rows in (("A", self.tile_m), ("B", self.tile_n)):
-            # the narrowest format (4-bit) must still fill whole 16-byte loads per thread
-            vectors = rows * self.tile_k * 4 // 8 // 16
-            if vectors % self.num_threads:
-                raise ValueError(
-                    f"{operand} tile ({rows}x{self.tile_k} 4-bit elements) has {vectors} "
-                    f"16-byte vectors, not a multiple of {self.num_threads} threads")
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "MxConfig":
-        """Build and validate a config from a plain dict (unknown keys are rejected)."""
-        if not isinstance(data, dict):
-            raise ValueError(f"MxConfig JSON must be a dict, got {type(data).__name__}")
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown MxConfig keys: {sorted(unknown)}")
-        config = cls(**data)
-        config.validate()
-        return config
+    def operand_vectors(self, rows: int) -> tuple[int, str]:
+        """The narrowest format (4-bit) must still fill whole 16-byte loads per thread."""
+        return rows * self.tile_k * 4 // 8 // 16, f"{rows}x{self.tile_k} 4-bit elements"
 
 
 GemmConfig = MxConfig  # the name the plugin's generic template code looks for
@@ -305,16 +262,7 @@ def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
         pid = fx.block_idx.x
         num_pid_n = (N + (tn - 1)) // tn
         num_pid_m = (M + (tm - 1)) // tm
-        if const_expr(group_m > 1):
-            group_width = num_pid_n * group_m
-            first_m = pid // group_width * group_m
-            rows_left = num_pid_m - first_m
-            group_rows = (rows_left < group_m).select(rows_left, group_m)
-            pid_m = first_m + pid % group_width % group_rows
-            pid_n = pid % group_width // group_rows
-        else:
-            pid_m = pid // num_pid_n
-            pid_n = pid % num_pid_n
+        pid_m, pid_n = _dense.tile_of_workgroup(pid, num_pid_m, num_pid_n, group_m)
         m0 = pid_m * tm
         n0 = pid_n * tn
         m_left = M - m0
@@ -649,30 +597,21 @@ def example_args(config: MxConfig, *, dtype: str, layout: str, op: str) -> tuple
     return launcher_args(a, b, scales[0], scales[1], bias, out)
 
 
-_LAUNCH_LOCK = threading.Lock()
-_WARM: set[tuple] = set()
-
-
 def launch(a, b, scale_a, scale_b, bias, out, config: MxConfig, stream=None) -> None:
     """Run the kernel on ROCm tensors, writing into preallocated ``out`` on ``stream``
     (default: torch's current stream), without host synchronization. The first call per
-    variant compiles (serialized: FlyDSL tracing is not thread-safe)."""
+    variant compiles (serialized under the lock every template shares:
+    ``gemm_dense.run_launcher``)."""
     import torch
 
     op = "addmm" if bias is not None else "mm"
-    arch = torch.cuda.get_device_properties(a.device).gcnArchName.split(":", 1)[0]
+    arch = _dense.device_arch(a)
     dtype = variant_dtype(a, b, out)
     launcher = build_gemm(config, dtype=dtype, layout="nt", op=op, arch=arch)
     if stream is None:
         stream = torch.cuda.current_stream(a.device)
     args = launcher_args(a, b, scale_a, scale_b, bias, out)
-    key = (config, dtype, op, arch)
-    if key in _WARM:
-        launcher(*args, stream=stream)
-    else:
-        with _LAUNCH_LOCK:
-            launcher(*args, stream=stream)
-            _WARM.add(key)
+    _dense.run_launcher(("gemm_mx", config, dtype, op, arch), launcher, args, stream)
 
 
 def split_k_reason(config: MxConfig, op: str) -> str | None:

@@ -153,3 +153,40 @@ def test_the_checker_sees_a_back_arrow_and_a_cycle() -> None:
             "inductor_flydsl.cli.output": {"inductor_flydsl.db.store"}}
     assert _cycles(fake) == [["inductor_flydsl.cli.output", "inductor_flydsl.db.store"]]
     assert LAYERS[_unit("inductor_flydsl.cli.output")] > LAYERS[_unit("inductor_flydsl.db.store")]
+
+
+ADAPTER = "inductor_flydsl.inductor.internals"  # the one module that touches Inductor
+
+
+def _torch_internal_imports(path: Path) -> list[str]:
+    """``torch._inductor`` / ``torch._dynamo`` imports and attribute uses in ``path``."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute):
+            names = [ast.unparse(node)]
+        found += [f"{path.name}:{node.lineno}: {n}" for n in names
+                  if n.startswith(("torch._inductor", "torch._dynamo"))]
+    return found
+
+
+def test_only_the_adapter_touches_inductor_internals() -> None:
+    """Every use of ``torch._inductor`` / ``torch._dynamo`` goes through
+    ``inductor/internals.py``, whose names are checked per torch release
+    (tests/core/test_inductor_internals.py)."""
+    touches = [hit for path in sorted(PACKAGE.rglob("*.py"))
+               if _module_name(path) != ADAPTER for hit in _torch_internal_imports(path)]
+    assert not touches, "\n".join(touches)
+
+
+def test_the_adapter_check_sees_a_direct_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import torch\nfrom torch._inductor import config\n"
+                      "def f():\n    return torch._dynamo.reset()\n")
+    assert [h.split(": ")[1] for h in _torch_internal_imports(module)] == [
+        "torch._inductor", "torch._dynamo.reset", "torch._dynamo"]

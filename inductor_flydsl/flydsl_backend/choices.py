@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelChoice
 
 from ..db.store import STATUS_FAILED, STATUS_INVALID
+from ..inductor import internals
+from ..inductor.choice_state import PluginChoiceState
 from ..keys import canonical_json, stable_id
 from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
 from ..template_loader import template_source_hash
@@ -59,7 +60,7 @@ def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
     return kernel
 
 
-class FlydslKernelChoice(ExternKernelChoice):
+class FlydslKernelChoice(internals.ExternKernelChoice):
     """One per op per process (Inductor keeps extern choices in a registry by name)."""
 
     def __init__(self, op: str) -> None:
@@ -72,8 +73,9 @@ class FlydslKernelChoice(ExternKernelChoice):
         return op_call_name(self.op)
 
 
-class FlydslChoiceCaller(ExternKernelCaller):
-    inductor_flydsl_backend = "flydsl"
+class FlydslChoiceCaller(internals.ExternKernelCaller):
+    """A FlyDSL candidate; its plugin state (config as recorded, failure, build) is
+    ``self.inductor_flydsl`` (``inductor/choice_state.py``)."""
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
                  config: Any, *, alpha: float, beta: float, dynamic_m: bool = False,
@@ -93,19 +95,14 @@ class FlydslChoiceCaller(ExternKernelCaller):
         c = config
         self.name = (f"flydsl_{self.op}_{c.tile_m}x{c.tile_n}x{c.tile_k}_w{c.waves_m}x"
                      f"{c.waves_n}_s{c.stages}_g{c.group_m}")
-        self.inductor_flydsl_config = {"template": self.template,
-                                       "template_hash": self.template_hash,
-                                       **config.to_json()}
+        recorded = {"template": self.template, "template_hash": self.template_hash,
+                    **config.to_json()}
         if epilogue:
-            self.inductor_flydsl_config["epilogue"] = epilogue
-        self.inductor_flydsl_failure: tuple[str, str] | None = None
+            recorded["epilogue"] = epilogue
+        # build and prepare are set by the provider (prebuild.py, hooks._prepare)
+        self.inductor_flydsl = PluginChoiceState(backend="flydsl", config=recorded)
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m
-        # its parallel build (prebuild.py), when one was started: benchmark waits for it
-        self.inductor_flydsl_build: Any = None
-        # set by the provider: starts the builds of those of its candidates that the
-        # tuning DB leaves for Inductor to run (hooks._prepare)
-        self.inductor_flydsl_prepare: Any = None
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)
@@ -116,7 +113,7 @@ class FlydslChoiceCaller(ExternKernelCaller):
                 f"{scalars}")
 
     def info_dict(self) -> dict[str, Any]:
-        return {"backend": "flydsl", **self.inductor_flydsl_config}
+        return {"backend": "flydsl", **self.inductor_flydsl.config}
 
     def _validate(self, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
         """Run on Inductor's benchmark inputs (the size hint) and compare with float64.
@@ -140,30 +137,30 @@ class FlydslChoiceCaller(ExternKernelCaller):
 
     def _build_failure(self) -> tuple[str, str] | None:
         """Wait for this candidate's parallel build; its failure, if it failed."""
-        if self.inductor_flydsl_build is None:
+        build = self.inductor_flydsl.build
+        if build is None:
             return None
-        result = self.inductor_flydsl_build.wait()
+        result = build.wait()
         if result is None or result.ok:
             return None
-        status = self.inductor_flydsl_build.status or "failed"
+        status = build.status or "failed"
         return STATUS_FAILED, f"build {status}: {result.error}"
 
     def benchmark(self, *args: torch.Tensor, out: torch.Tensor) -> float:
-        if self.inductor_flydsl_failure is None:
-            self.inductor_flydsl_failure = self._build_failure()
-        if self.inductor_flydsl_failure is not None:
-            log.info("inductor_flydsl: %s excluded: %s", self.name,
-                     self.inductor_flydsl_failure[1])
+        state = self.inductor_flydsl
+        if state.failure is None:
+            state.failure = self._build_failure()
+        if state.failure is not None:
+            log.info("inductor_flydsl: %s excluded: %s", self.name, state.failure[1])
             return math.inf
         try:
             self._validate(args, out)
         except NumericMismatch as exc:
-            self.inductor_flydsl_failure = (STATUS_INVALID, f"numeric check failed: {exc}")
+            state.failure = (STATUS_INVALID, f"numeric check failed: {exc}")
         except Exception as exc:  # compile error, launch error: this candidate only
-            self.inductor_flydsl_failure = (STATUS_FAILED, f"{type(exc).__name__}: {exc}")
-        if self.inductor_flydsl_failure is not None:
-            log.info("inductor_flydsl: %s excluded: %s", self.name,
-                     self.inductor_flydsl_failure[1])
+            state.failure = (STATUS_FAILED, f"{type(exc).__name__}: {exc}")
+        if state.failure is not None:
+            log.info("inductor_flydsl: %s excluded: %s", self.name, state.failure[1])
             return math.inf
         return super().benchmark(*args, out=out)
 
@@ -200,7 +197,7 @@ _kernel_choices: dict[str, FlydslKernelChoice] = {}
 
 def kernel_choice(op: str) -> FlydslKernelChoice:
     if op not in _kernel_choices:
-        existing = ExternKernelChoice.lookup(f"inductor_flydsl_{op}")
+        existing = internals.ExternKernelChoice.lookup(f"inductor_flydsl_{op}")
         _kernel_choices[op] = existing if isinstance(existing, FlydslKernelChoice) \
             else FlydslKernelChoice(op)
     return _kernel_choices[op]

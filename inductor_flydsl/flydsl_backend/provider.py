@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ..inductor import internals
 from ..inductor.ir_problem import problem_from_ir
 from .eligibility import (
     SUPPORTED_OPS,
@@ -30,15 +31,13 @@ BACKEND_TOKEN = "FLYDSL"
 
 
 def backend_requested() -> bool:
-    from torch._inductor import config
-
+    config = internals.config
     tokens = {t.strip().upper() for t in str(config.max_autotune_gemm_backends).split(",")}
     return BACKEND_TOKEN in tokens
 
 
 def inductor_config_reasons() -> list[str]:
-    from torch._inductor import config
-
+    config = internals.config
     reasons = []
     if config.cpp_wrapper or config.aot_inductor.output_path or getattr(
             config, "aot_mode", False):
@@ -54,12 +53,10 @@ def inductor_config_reasons() -> list[str]:
 def _offsets(input_nodes: Sequence[Any]) -> tuple[int, ...]:
     """Storage offsets in elements; 1 (misaligned) where Inductor knows or suspects the
     buffer is not aligned (e.g. a graph input whose example tensor was misaligned)."""
-    from torch._inductor.ir import is_unaligned
-
     offsets = []
     for node in input_nodes:
         try:
-            offsets.append(1 if is_unaligned(node) else int(node.get_layout().offset))
+            offsets.append(1 if internals.is_unaligned(node) else int(node.get_layout().offset))
         except (TypeError, ValueError, AttributeError, NotImplementedError):
             offsets.append(1)  # symbolic or unknown offset: treated as misaligned
     return tuple(offsets)
@@ -123,9 +120,9 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
         log.debug("inductor_flydsl: no FlyDSL choices for %s: %s", problem.summary(),
                   "; ".join(reasons))
         return []
-    from torch._inductor import config
-
     from .choices import FlydslChoiceCaller, kernel_choice
+
+    config = internals.config
 
     configs = candidate_configs(problem, str(arch),
                                 search_space=str(config.max_autotune_gemm_search_space),
@@ -144,7 +141,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                       problem)
 
     for caller in made:
-        caller.inductor_flydsl_prepare = prepare
+        caller.inductor_flydsl.prepare = prepare
     log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
     return made
 
@@ -171,7 +168,7 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
         log.warning("inductor_flydsl: could not start parallel builds: %s", exc)
         return
     for caller in made:
-        caller.inductor_flydsl_build = builds.get(caller.config_id)
+        caller.inductor_flydsl.build = builds.get(caller.config_id)
 
 
 flydsl_choices.fuses_epilogues = fuses_epilogues  # type: ignore[attr-defined]
@@ -202,12 +199,11 @@ def _operand_reasons(input_nodes: Sequence[Any], spec: Any) -> list[str]:
 def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]:
     """FlyDSL candidates computing the active ``gemm_epilogue`` selection's GEMM with its
     epilogue fused (dense template, ``mm`` variant with the epilogue)."""
-    from torch._inductor import config
-    from torch._inductor.ir import FixedLayout
-
     from ..inductor import epilogue_fusion
     from ..template_loader import load_template
     from .choices import FlydslChoiceCaller, kernel_choice, template_for
+
+    config = internals.config
 
     current = epilogue_fusion.active()
     if current is None or not backend_requested():
@@ -216,7 +212,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     arch, reasons = runtime_target(layout.device)
     reasons += inductor_config_reasons()
     a, b = input_nodes[0], input_nodes[1]
-    gemm_layout = FixedLayout(layout.device, a.get_dtype(), list(layout.size))
+    gemm_layout = internals.FixedLayout(layout.device, a.get_dtype(), list(layout.size))
     problem = problem_from_ir("mm", [a, b], gemm_layout, [])
     if not reasons:
         reasons = problem_reasons(problem, offsets=_offsets([a, b]), arch=arch)
@@ -242,7 +238,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
                       choices_op, problem, epilogue=spec_text)
 
     for caller in made:
-        caller.inductor_flydsl_prepare = prepare
+        caller.inductor_flydsl.prepare = prepare
     log.debug("inductor_flydsl: %d fused FlyDSL choices for %s with %s", len(made),
               problem.summary(), current.spec.summary())
     return made

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-BACKEND_ATTR = "inductor_flydsl_backend"  # plugin choices set this on themselves
+from . import internals
+from .choice_state import state_of
 
 
 def candidate_id(choice: Any) -> str:
@@ -20,15 +21,13 @@ def candidate_id(choice: Any) -> str:
 
 
 def backend_of(choice: Any) -> str:
-    plugin_backend = getattr(choice, BACKEND_ATTR, None)
-    if plugin_backend:
-        return str(plugin_backend)
-    from torch._inductor.select_algorithm import ExternKernelCaller, TritonTemplateCaller
-
+    plugin = state_of(choice)
+    if plugin is not None:
+        return plugin.backend
     inner = getattr(choice, "_wrapped", choice)  # DataProcessorChoiceCallerWrapper
-    if isinstance(inner, ExternKernelCaller):
+    if isinstance(inner, internals.ExternKernelCaller):
         return "aten"
-    if isinstance(inner, TritonTemplateCaller):
+    if isinstance(inner, internals.TritonTemplateCaller):
         return "triton"
     try:
         info = choice.info_dict()
@@ -46,9 +45,9 @@ def _jsonable(value: Any) -> bool:
 
 def config_of(choice: Any) -> dict[str, Any]:
     """The JSON-safe part of ``info_dict()`` (tile sizes, stages, ...)."""
-    plugin_config = getattr(choice, "inductor_flydsl_config", None)
-    if isinstance(plugin_config, dict):
-        return dict(plugin_config)
+    plugin = state_of(choice)
+    if plugin is not None:
+        return dict(plugin.config)
     try:
         info = choice.info_dict()
     except Exception:

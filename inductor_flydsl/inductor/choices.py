@@ -14,13 +14,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from torch._inductor.choices import InductorChoices
-
 from ..software import template_version
 from ..version import __version__
+from . import internals
 
 
-class PluginChoices(InductorChoices):
+class PluginChoices(internals.InductorChoices):
     def uuid(self) -> str:
         ours = f"inductor_flydsl-{__version__}-{template_version()}"
         parent_uuid = getattr(super(), "uuid", None)
@@ -36,12 +35,13 @@ def plugin_choices_factory(previous: Callable[[], Any] | None) -> Callable[[], A
     """The ``inductor_choices_class`` to install over ``previous`` (the user's, or None)."""
     if previous is None or previous is PluginChoices:
         return PluginChoices
-    if isinstance(previous, type) and issubclass(previous, InductorChoices):
+    if isinstance(previous, type) and issubclass(previous, internals.InductorChoices):
         return previous if issubclass(previous, PluginChoices) else _layered_over(previous)
 
     def factory() -> Any:  # a user factory function: layer over what it builds
         instance = previous()
-        if isinstance(instance, InductorChoices) and not isinstance(instance, PluginChoices):
+        if isinstance(instance, internals.InductorChoices) and \
+                not isinstance(instance, PluginChoices):
             instance.__class__ = _layered_over(type(instance))
         return instance
 

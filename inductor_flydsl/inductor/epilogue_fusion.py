@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from ..epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step, reference
 from ..keys import stable_id
 from ..version import __version__
+from . import internals
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -341,7 +341,7 @@ def fuse_epilogues(graph: torch.fx.Graph,
     return fused
 
 
-class EpilogueFusionPass(CustomGraphPass):
+class EpilogueFusionPass(internals.CustomGraphPass):
     """``config.post_grad_custom_post_pass`` while the plugin is on: runs the pass that was
     there before, then :func:`fuse_epilogues` where the gate allows."""
 
@@ -380,21 +380,17 @@ def install_pass(gate: Callable[[torch.fx.Node], bool],
                  report: Callable[[str, BaseException], None],
                  count: Callable[[int], None]) -> None:
     global _gate, _report, _count
-    import torch._inductor.config as config
-
+    config = internals.config
     _gate, _report, _count = gate, report, count
     current = config.post_grad_custom_post_pass
     if not isinstance(current, EpilogueFusionPass):
         config.post_grad_custom_post_pass = EpilogueFusionPass(current)
-    from torch._inductor.lowering import user_lowerings
-
-    user_lowerings[torch.ops.inductor_flydsl.gemm_epilogue.default] = lower_gemm_epilogue
+    internals.user_lowerings[torch.ops.inductor_flydsl.gemm_epilogue.default] = lower_gemm_epilogue
 
 
 def uninstall_pass() -> None:
     global _gate
-    import torch._inductor.config as config
-
+    config = internals.config
     _gate = None
     current = config.post_grad_custom_post_pass
     if isinstance(current, EpilogueFusionPass):
@@ -429,8 +425,7 @@ def _selecting(spec: EpilogueSpec, region: str) -> Iterator[None]:
 
 def _inner_patches() -> dict[str, Any]:
     """Inductor's own settings for compiling the region as a competitor, FlyDSL left out."""
-    import torch._inductor.config as config
-
+    config = internals.config
     tokens = [t.strip() for t in str(config.max_autotune_gemm_backends).split(",")
               if t.strip() and t.strip().upper() != "FLYDSL"]
     return {"max_autotune": config.max_autotune, "max_autotune_gemm": config.max_autotune_gemm,
@@ -441,9 +436,7 @@ def _inner_patches() -> dict[str, Any]:
 
 def lower_gemm_epilogue(a: Any, b: Any, x0: Any, x1: Any, x2: Any, x3: Any, epilogue: str,
                         region: str) -> Any:
-    from torch._inductor.codegen.subgraph import SubgraphTemplate, inline_subgraph_to_ir_nodes
-    from torch._inductor.select_algorithm import autotune_select_algorithm
-
+    inline_subgraph_to_ir_nodes = internals.inline_subgraph_to_ir_nodes
     inputs = [a, b, x0, x1, x2, x3]
     gm = region_module(region)
     if gm is None:
@@ -459,7 +452,7 @@ def lower_gemm_epilogue(a: Any, b: Any, x0: Any, x1: Any, x2: Any, x3: Any, epil
             return gm(*tensors)
 
         original_ops.__name__ = "inductor_region"
-        template = SubgraphTemplate(name=SELECTION_NAME)
+        template = internals.SubgraphTemplate(name=SELECTION_NAME)
         choices = template.generate_custom_op_choices(
             name=SELECTION_NAME, decompositions=[original_ops], input_nodes=inputs,
             non_tensor_args=[{}], config_patches_list=[_inner_patches()])
@@ -470,7 +463,7 @@ def lower_gemm_epilogue(a: Any, b: Any, x0: Any, x1: Any, x2: Any, x3: Any, epil
             choice.output_node = functools.partial(  # type: ignore[method-assign]
                 inline_subgraph_to_ir_nodes, choice.gm, inputs, SELECTION_NAME)
         with _selecting(spec, region):
-            node, _ = autotune_select_algorithm(
+            node, _ = internals.autotune_select_algorithm(
                 SELECTION_NAME, choices, inputs, choices[0].layout,
                 return_multi_template=False)
     except Exception as exc:

@@ -27,11 +27,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torch._inductor.custom_graph_pass import CustomSchedulerPass
-
 from ..db.store import EpilogueDecision
 from ..keys import stable_id
 from ..problem import Problem
+from . import internals
 from .candidates import backend_of, candidate_id
 from .serving import _ChoiceTimes
 
@@ -55,10 +54,8 @@ _notes_lock = threading.Lock()
 
 
 def _graph() -> Any | None:
-    from torch._inductor.virtualized import V
-
     try:
-        return V.graph
+        return internals.V.graph
     except Exception:  # no graph being lowered (a selector called outside a compile)
         return None
 
@@ -112,9 +109,7 @@ def _consumers(snode: Any, group: Sequence[Any]) -> list[Any]:
 
 
 def _is_multi_template(snode: Any) -> bool:
-    from torch._inductor import ir
-
-    return isinstance(getattr(snode, "node", None), ir.MultiTemplateBuffer)
+    return isinstance(getattr(snode, "node", None), internals.MultiTemplateBuffer)
 
 
 def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDecision:
@@ -218,7 +213,7 @@ def _buffer_names(snode: Any) -> list[str]:
         return []
 
 
-class PostFusionObserver(CustomSchedulerPass):
+class PostFusionObserver(internals.CustomSchedulerPass):
     """The value of ``config._post_fusion_custom_pass`` while the plugin is on: runs the
     pass that was there before (a user's), then :func:`observe`. A ``CustomSchedulerPass``
     (anything else makes Inductor bypass its FX-graph cache), picklable by value, so the
@@ -250,16 +245,14 @@ class PostFusionObserver(CustomSchedulerPass):
 
 
 def install_observer() -> None:
-    import torch._inductor.config as config
-
+    config = internals.config
     current = config._post_fusion_custom_pass
     if not isinstance(current, PostFusionObserver):
         config._post_fusion_custom_pass = PostFusionObserver(current)
 
 
 def uninstall_observer() -> None:
-    import torch._inductor.config as config
-
+    config = internals.config
     current = config._post_fusion_custom_pass
     if isinstance(current, PostFusionObserver):
         config._post_fusion_custom_pass = current.inner

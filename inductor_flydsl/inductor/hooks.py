@@ -40,8 +40,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torch._inductor import select_algorithm
-
 from .. import routing
 from ..buckets import bucket_problem, family_id
 from ..counters import PROCESS_STATS, Decision
@@ -51,8 +49,9 @@ from ..device import describe_device
 from ..priors import Prior, find_prior
 from ..problem import InvalidProblem, Problem, checked
 from ..software import current_software
-from . import epilogue_fusion, epilogues, serving
+from . import epilogue_fusion, epilogues, internals, serving
 from .candidates import backend_of, candidate_id, config_of
+from .choice_state import state_of
 from .ir_problem import problem_from_ir
 from .remeasure import with_confidence
 from .short_list import short_list
@@ -142,7 +141,7 @@ def _report_error(where: str, exc: BaseException) -> None:
     log.debug("inductor_flydsl %s failed", where, exc_info=exc)
 
 
-class PluginSelector(select_algorithm.AlgorithmSelectorCache):
+class PluginSelector(internals.AlgorithmSelectorCache):
     """Inductor's selector, remembering the op name and inputs of the current call,
     serving recorded timings in place of benchmarking, and recording Inductor's choice."""
 
@@ -244,14 +243,12 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
     return final
 
 
-PREPARE_ATTR = "inductor_flydsl_prepare"  # plugin choices: callable(surviving choices)
-
-
 def _prepare(choices: Sequence[Any]) -> None:
     groups: dict[int, tuple[Callable[[list[Any]], None], list[Any]]] = {}
     for choice in choices:
-        prepare = getattr(choice, PREPARE_ATTR, None)
-        if callable(prepare):
+        plugin = state_of(choice)
+        prepare = plugin.prepare if plugin is not None else None
+        if prepare is not None:
             groups.setdefault(id(prepare), (prepare, []))[1].append(choice)
     for prepare, selected in groups.values():
         try:
@@ -364,9 +361,9 @@ def _use(state: PluginState, problem: Problem, choice: Any, cand_id: str, backen
 
 
 def _result_of(choice: Any, timing: float) -> CandidateResult:
-    failure = getattr(choice, "inductor_flydsl_failure", None)  # set by plugin choices
-    if failure is not None:
-        status, error = failure
+    plugin = state_of(choice)
+    if plugin is not None and plugin.failure is not None:
+        status, error = plugin.failure
         return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
                                config_of(choice), None, status=status, error=error)
     ok = isinstance(timing, int | float) and math.isfinite(timing)
@@ -481,8 +478,7 @@ def _fusion_gate(gemm: Any) -> bool:
     """Whether a GEMM node may become a fused-epilogue selection: the plugin is on, some
     provider fuses epilogues for its device (FlyDSL: the FLYDSL token, a verified runtime)
     and Inductor is autotuning GEMMs."""
-    import torch._inductor.config as config
-
+    config = internals.config
     state = _state
     if state is None or not (config.max_autotune or config.max_autotune_gemm):
         return False
@@ -500,17 +496,15 @@ _original_selector_class: type | None = None
 def install(state: PluginState) -> None:
     """Activate ``state``; register the hooks once per process."""
     global _state, _original_selector_class
-    cache = select_algorithm.get_algorithm_selector_cache()
+    cache = internals.get_algorithm_selector_cache()
     if not isinstance(cache, PluginSelector):
-        _original_selector_class = type(cache)
-        cache.__class__ = type("PluginSelector", (PluginSelector, type(cache)), {}) \
-            if type(cache) is not select_algorithm.AlgorithmSelectorCache else PluginSelector
+        _original_selector_class = internals.swap_selector_class(cache, PluginSelector)
     # Checked each time: Inductor's clear_preprocessing_fns()/clear_feedback_savers()
     # may have dropped them since.
     if preprocess_choices not in cache.preprocessing_fns:
-        select_algorithm.add_preprocessing_fn(preprocess_choices)
+        internals.add_preprocessing_fn(preprocess_choices)
     if save_feedback not in cache.feedback_saver_fns:
-        select_algorithm.add_feedback_saver(save_feedback)
+        internals.add_feedback_saver(save_feedback)
     epilogues.set_sink(_record_epilogue, _report_error)
     epilogues.install_observer()
     epilogue_fusion.install_pass(_fusion_gate, _report_error,
@@ -525,7 +519,7 @@ def uninstall() -> PluginState | None:
     epilogues.set_sink(None)
     epilogues.uninstall_observer()
     epilogue_fusion.uninstall_pass()
-    cache = select_algorithm.get_algorithm_selector_cache()
+    cache = internals.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:
         cache.__class__ = _original_selector_class
     return previous

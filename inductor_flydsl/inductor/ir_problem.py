@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
-from torch._inductor.virtualized import V
 
 from ..problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
-from .candidates import BACKEND_ATTR
+from . import internals
+from .choice_state import state_of
 
 EPILOGUE_KWARGS = ("alpha", "beta")
 # ATen kwargs that repeat what the tensor specs already say (packed_linear's M).
@@ -33,7 +33,7 @@ def symbol_values(exprs: Sequence[Any]) -> dict[sympy.Symbol, int]:
     symbols = sorted(_symbols(exprs), key=str)
     if not symbols:
         return {}
-    hints = V.graph.sizevars.optimization_hints(symbols)
+    hints = internals.V.graph.sizevars.optimization_hints(symbols)
     return {sym: int(h) for sym, h in zip(symbols, hints, strict=True)}
 
 
@@ -108,7 +108,7 @@ def _aten_kwargs(choices: Sequence[Any]) -> dict[str, Any] | None:
     """kwargs of the first ATen (extern kernel) choice; plugin choices are skipped, so the
     key does not depend on which backends are on. None when no choice exposes kwargs."""
     for choice in choices:
-        if getattr(choice, BACKEND_ATTR, None):
+        if state_of(choice) is not None:
             continue
         kwargs = getattr(choice, "kwargs", None)
         if isinstance(kwargs, dict):

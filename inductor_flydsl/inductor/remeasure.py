@@ -19,8 +19,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch._inductor import select_algorithm
-
 from ..db.store import CandidateResult
 from ..noise import (
     LOW,
@@ -31,6 +29,7 @@ from ..noise import (
     repeats_setting,
     watch_machine,
 )
+from . import internals
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -68,7 +67,7 @@ def remeasure(finalists: list[Any], first: dict[Any, float], input_nodes: Sequen
     if finalists and rounds > 0:
         with watch_machine(_gpu_index(layout)) as machine:
             for _ in range(rounds):
-                again = select_algorithm.AlgorithmSelectorCache.benchmark_in_current_process(
+                again = internals.AlgorithmSelectorCache.benchmark_in_current_process(
                     finalists, list(input_nodes), layout, input_gen_fns)
                 for choice, t in again.items():
                     samples[choice].append(float(t))

@@ -96,10 +96,10 @@ def build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     ``dynamic_m`` item's M dim is marked dynamic (``torch._dynamo.mark_dynamic``)."""
     fn, inputs = _build(item, device)
     if item.dynamic_m:
-        import torch
+        from ..inductor import internals
 
         a = inputs[0] if item.op != "addmm" else inputs[1]
-        torch._dynamo.mark_dynamic(a, a.dim() - 2)
+        internals.mark_dynamic(a, a.dim() - 2)
     return fn, inputs
 
 
@@ -167,10 +167,12 @@ def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
     ``decisions`` are this compile's only (a persistent worker's earlier ones are cut),
     and the ``backends`` used."""
     import torch
-    import torch._inductor.config as inductor_config
 
     import inductor_flydsl
 
+    from ..inductor import internals
+
+    inductor_config = internals.config
     chosen = backends or DEFAULT_BACKENDS[kind]
     inductor_config.max_autotune_gemm_backends = chosen
     if kind == "cpu":
@@ -216,7 +218,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                                 dynamic=item.dynamic_m)
     finally:
         routing.set_active(None)
-    from torch._dynamo.utils import counters
+    from ..inductor.internals import counters
 
     stats, chosen = run["stats"], run["backends"]
     decisions = stats["decisions"]
@@ -240,14 +242,13 @@ def reset_between_items() -> None:
     batch). Inductor's caches that could answer an autotune (FX graph cache, local and
     remote autotune caches) are off for the worker's whole life (:func:`serve`); its code
     caches keyed by source hash stay, since they hold builds, not measurements."""
-    import torch
-    from torch._dynamo.utils import counters
-
     import inductor_flydsl
 
+    from ..inductor import internals
+
     inductor_flydsl.disable()
-    torch._dynamo.reset()
-    counters.clear()
+    internals.dynamo_reset()
+    internals.counters.clear()
 
 
 def tune_batch(items: list[SweepItem], db: str, device: str,
@@ -280,8 +281,7 @@ def tune_batch(items: list[SweepItem], db: str, device: str,
 
 def _tune_together(items: list[SweepItem], db: str, device: str, backends: str | None,
                    base: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from torch._dynamo.utils import counters
-
+    from ..inductor.internals import counters
     from .batch import batch_module, problems_by_item
 
     module, flat = batch_module([build(item, device) for item in items])
@@ -321,9 +321,9 @@ def _first_valid_isa_only() -> None:
     import functools
     import platform
 
-    from torch._inductor import config as inductor_config
-    from torch._inductor import cpu_vec_isa
+    from ..inductor import internals
 
+    inductor_config, cpu_vec_isa = internals.config, internals.cpu_vec_isa
     original = cpu_vec_isa.valid_vec_isa_list
     if getattr(original, "first_valid_only", False):
         return
@@ -357,7 +357,7 @@ def _build_cpu_pch() -> None:
     empty kernel through the same code cache and flags as the batches' kernels; a compile
     that needs the header meanwhile waits on Inductor's file lock instead of repeating
     the build."""
-    from torch._inductor.codecache import CppPythonBindingsCodeCache
+    from ..inductor.internals import CppPythonBindingsCodeCache
 
     CppPythonBindingsCodeCache.load_pybinding(["long"], PCH_WARM_UP_KERNEL)
 
@@ -429,9 +429,11 @@ def _gate_cpu_benchmarks() -> bool:
     while it times a candidate (:func:`_background_quiet`: a g++ on the other core would
     disturb the timings); False when it cannot be wrapped here (then the caller waits for
     the background work up front)."""
+    from ..inductor import internals
+
     try:
-        from torch._inductor.runtime.benchmarking import benchmarker
-    except ImportError:
+        benchmarker = internals.benchmarker
+    except (ImportError, AttributeError):
         return False
     original = getattr(benchmarker, "benchmark_cpu", None)
     if not callable(original) or getattr(original, "quiets_warm_up", False):
@@ -464,9 +466,9 @@ def _cpu_set_up() -> None:
     """Inductor's vector-ISA pick (probing only the ISA it picks:
     :func:`_first_valid_isa_only`), then the precompiled header in a pausable thread
     (Linux, unless the user turned precompiled headers off)."""
-    import torch._inductor.config as inductor_config
-    from torch._inductor import cpu_vec_isa
+    from ..inductor import internals
 
+    inductor_config, cpu_vec_isa = internals.config, internals.cpu_vec_isa
     _first_valid_isa_only()
     cpu_vec_isa.pick_vec_isa()
     if sys.platform == "linux" and inductor_config.cpp_cache_precompile_headers:
@@ -485,10 +487,10 @@ def _warm_up(device: str) -> None:
     waits for the probe and stops the header's compiler while it times anything."""
     if device == "cpu":
         _in_background(_cpu_set_up)
-    import torch._inductor.compile_fx
-    import torch._inductor.select_algorithm  # noqa: F401
+    import inductor_flydsl.inductor.hooks  # noqa: F401 (imports the selector)
+    from inductor_flydsl.inductor import internals
 
-    import inductor_flydsl.inductor.hooks  # noqa: F401
+    internals.compile_fx  # noqa: B018 (imports Inductor's compile stack ahead)
 
 
 def _set_busy_note(note: str) -> None:
@@ -509,8 +511,9 @@ def serve(db: str, device: str, backends: str | None) -> int:
     ``SWEEP_RESULT`` line per item and then ``SWEEP_BATCH {"batch": id}``. Exits at end of
     input. A crash or hang is the runner's to handle: it kills this process, retries the
     batch's items one per batch, and starts a new worker."""
-    import torch._inductor.config as inductor_config
+    from ..inductor import internals
 
+    inductor_config = internals.config
     inductor_config.fx_graph_cache = False
     inductor_config.autotune_local_cache = False
     inductor_config.autotune_remote_cache = False

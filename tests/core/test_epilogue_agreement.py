@@ -30,7 +30,8 @@ from tests.core.epilogue_cases import CASES
 CHILD = Path(__file__).with_name("epilogue_cases.py")
 MODES = ("off", "fresh", "warm")
 
-pytestmark = pytest.mark.slow
+# slow, and the strongest check of the rule: run under both torch releases
+pytestmark = [pytest.mark.slow, pytest.mark.both_releases]
 
 
 def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:

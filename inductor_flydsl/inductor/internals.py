@@ -1,0 +1,255 @@
+"""The adapter: every name of TorchInductor (and TorchDynamo) the plugin touches.
+
+No other module of the package imports ``torch._inductor`` or ``torch._dynamo``
+(``tests/test_import_layers.py`` checks it); they write ``internals.<name>``. Each entry
+below says where the name lives, what the plugin uses it for, and which of its parameters
+and members the plugin relies on. :func:`problems` checks all of that against the torch
+installed; ``tests/core/test_inductor_internals.py`` runs it under every torch release CI
+installs (2.13 and 2.14), so a release that moves or changes one of them fails there,
+loudly and by name, instead of in some compile. :func:`inductor_flydsl.enable` runs the
+same check and leaves Inductor untouched (a warning, the plugin off) when it fails.
+
+Which of these are extension points and which are internals (torch 2.13 and 2.14):
+
+- extension points Inductor offers for this: ``config.inductor_choices_class`` and
+  ``V.set_choices_handler`` (the plugin's ``InductorChoices``: its ``uuid()`` enters the
+  FX-graph-cache key), ``add_preprocessing_fn`` / ``add_feedback_saver`` (choices in,
+  timings out), ``config.post_grad_custom_post_pass`` (a ``CustomGraphPass``),
+  ``config._post_fusion_custom_pass`` (a ``CustomSchedulerPass``), ``user_lowerings`` (the
+  hook ``register_custom_op_autotuning`` uses), ``ExternKernelChoice`` /
+  ``ExternKernelCaller`` (extern choices), ``SubgraphTemplate``;
+- internals, for want of an extension point: the selector's class
+  (``AlgorithmSelectorCache``): no hook hands Inductor timings in place of benchmarking, or
+  tells a saver which choice Inductor then made, so the plugin extends the class and swaps
+  it on Inductor's selector object (``swap_selector_class``). The lookup-table choices
+  class (``torch/_inductor/lookup_table``) is the documented place for a database source,
+  but it narrows the choices to the table's configs instead of serving timings, which is
+  what made the served kernel differ from Inductor's own pick (issue 26), so it is not
+  used. The rest are read-only helpers (IR classes, size hints, the benchmarker, counters,
+  the sweep worker's CPU set-up).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Internal:
+    """One name the plugin takes from torch: ``internals.<name>`` is ``<module>.<attr>``."""
+
+    name: str
+    module: str
+    attr: str
+    use: str  # what the plugin does with it
+    params: tuple[str, ...] = ()  # parameters the plugin passes or overrides, in order
+    # attributes or methods of it the plugin uses; "method(a, b; c)": and its parameters,
+    # a and b first and in order (passed by position), c anywhere (passed by keyword)
+    members: tuple[str, ...] = ()
+
+
+_SA = "torch._inductor.select_algorithm"
+INTERNALS: tuple[Internal, ...] = (
+    # -- the selector: extended and swapped (no extension point serves timings)
+    Internal("AlgorithmSelectorCache", _SA, "AlgorithmSelectorCache",
+             "subclassed: serve recorded timings, see Inductor's choice (hooks.PluginSelector)",
+             members=("__call__(name, choices, input_nodes, layout, input_gen_fns)",
+                      "autotune(name, input_nodes, layout, input_gen_fns, choices)",
+                      "make_precompile_fn(choices)",
+                      "benchmark_in_current_process(choices, input_nodes, layout, "
+                      "input_gen_fns)")),
+    Internal("get_algorithm_selector_cache", _SA, "get_algorithm_selector_cache",
+             "the process's selector object, whose class is swapped"),
+    Internal("add_preprocessing_fn", _SA, "add_preprocessing_fn",
+             "adds plugin choices and looks the problem up", params=("fn",)),
+    Internal("add_feedback_saver", _SA, "add_feedback_saver",
+             "records the timings Inductor selected with", params=("fn",)),
+    Internal("autotune_select_algorithm", _SA, "autotune_select_algorithm",
+             "the fused-epilogue selection (epilogue_fusion.lower_gemm_epilogue); "
+             "it forwards its arguments to AlgorithmSelectorCache.__call__"),
+    # -- choices: extern kernels (FlyDSL candidates), what a choice is
+    Internal("ExternKernelChoice", _SA, "ExternKernelChoice",
+             "subclassed: one per FlyDSL op (flydsl_backend/choices.py)",
+             params=("kernel", "cpp_kernel", "name", "has_out_variant"),
+             members=("lookup", "call_name")),
+    Internal("ExternKernelCaller", _SA, "ExternKernelCaller",
+             "subclassed: a FlyDSL candidate; also how ATen choices are recognised",
+             params=("choice", "input_nodes", "layout", "kwargs"),
+             members=("benchmark", "hash_key", "info_dict", "to_callable", "output_node")),
+    Internal("TritonTemplateCaller", _SA, "TritonTemplateCaller",
+             "recognises Triton choices (candidates.backend_of)"),
+    Internal("InductorChoices", "torch._inductor.choices", "InductorChoices",
+             "subclassed: the plugin's uuid() in the FX-graph-cache key"),
+    Internal("V", "torch._inductor.virtualized", "V",
+             "the graph being lowered (size hints, epilogue notes), set_choices_handler",
+             members=("set_choices_handler", "graph")),
+    # -- IR and scheduler
+    Internal("MultiTemplateBuffer", "torch._inductor.ir", "MultiTemplateBuffer",
+             "a selection deferred to epilogue-fusion benchmarking (epilogues.py)"),
+    Internal("FixedLayout", "torch._inductor.ir", "FixedLayout",
+             "the GEMM's own layout inside a fused-epilogue selection",
+             params=("device", "dtype", "size")),
+    Internal("is_unaligned", "torch._inductor.ir", "is_unaligned",
+             "an input's offset, for FlyDSL's alignment check", params=("node",)),
+    Internal("CustomGraphPass", "torch._inductor.custom_graph_pass", "CustomGraphPass",
+             "subclassed: the post-grad pass making fused-epilogue regions",
+             members=("__call__", "uuid")),
+    Internal("CustomSchedulerPass", "torch._inductor.custom_graph_pass",
+             "CustomSchedulerPass",
+             "subclassed: observes what the scheduler fused (epilogues.py)",
+             members=("__call__",)),
+    Internal("user_lowerings", "torch._inductor.lowering", "user_lowerings",
+             "the lowering of inductor_flydsl::gemm_epilogue"),
+    Internal("SubgraphTemplate", "torch._inductor.codegen.subgraph", "SubgraphTemplate",
+             "Inductor's own handling of a GEMM + epilogue region, as a choice",
+             params=("name",),
+             members=("generate_custom_op_choices(; name, decompositions, input_nodes, "
+                      "non_tensor_args, config_patches_list)",)),
+    Internal("inline_subgraph_to_ir_nodes", "torch._inductor.codegen.subgraph",
+             "inline_subgraph_to_ir_nodes", "inlines the region when Inductor's own wins",
+             params=("gm", "inputs", "name")),
+    # -- configuration and counters
+    Internal("config", "torch._inductor", "config", "Inductor's configuration"),
+    Internal("counters", "torch._dynamo.utils", "counters",
+             "Inductor's counters (the sweep's autotune_runs)"),
+    Internal("mark_dynamic", "torch._dynamo", "mark_dynamic",
+             "a sweep item's dynamic M", params=("t", "index")),
+    Internal("dynamo_reset", "torch._dynamo", "reset",
+             "a sweep worker's fresh compile state"),
+    # -- the sweep worker's set-up
+    Internal("compile_fx", "torch._inductor", "compile_fx",
+             "imported ahead by a sweep worker (warm-up)"),
+    Internal("benchmarker", "torch._inductor.runtime.benchmarking", "benchmarker",
+             "Inductor's benchmarker (the sweep worker wraps benchmark_cpu)",
+             members=("benchmark_cpu",)),
+    Internal("cpu_vec_isa", "torch._inductor", "cpu_vec_isa",
+             "the CPU vector ISA a sweep worker compiles for",
+             members=("valid_vec_isa_list", "x86_isa_checker", "supported_vec_isa_list",
+                      "pick_vec_isa")),
+    Internal("CppPythonBindingsCodeCache", "torch._inductor.codecache",
+             "CppPythonBindingsCodeCache", "warms the C++ precompiled header",
+             members=("load_pybinding",)),
+)
+
+# Inductor settings the plugin reads or writes (``internals.config.<key>``).
+CONFIG_KEYS: tuple[str, ...] = (
+    "max_autotune", "max_autotune_gemm", "max_autotune_gemm_backends",
+    "max_autotune_gemm_search_space", "autotune_in_subproc", "cpp_wrapper",
+    "aot_inductor.output_path", "benchmark_fusion", "benchmark_epilogue_fusion",
+    "inductor_choices_class", "post_grad_custom_post_pass", "_post_fusion_custom_pass",
+    "freezing", "fx_graph_cache", "autotune_local_cache", "autotune_remote_cache",
+    "cpp.simdlen", "cpp_cache_precompile_headers",
+)
+
+_BY_NAME = {entry.name: entry for entry in INTERNALS}
+_resolved: dict[str, Any] = {}
+
+
+def resolve(entry: Internal) -> Any:
+    """The object ``entry`` names (imports its module); AttributeError/ImportError if gone."""
+    value: Any = importlib.import_module(entry.module)
+    for part in entry.attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:  # a submodule not imported by its package yet
+            value = importlib.import_module(f"{value.__name__}.{part}")
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    """``internals.<name>``: resolved on first use, so importing this module imports
+    nothing of Inductor (the CLI and the DB never pay for it)."""
+    entry = _BY_NAME.get(name)
+    if entry is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _resolved:
+        _resolved[name] = resolve(entry)
+    return _resolved[name]
+
+
+def _parameter_names(obj: Any) -> list[str] | None:
+    try:
+        signature = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return None  # a builtin without a signature: nothing to compare
+    return [p.name for p in signature.parameters.values() if p.name != "self"]
+
+
+def _check(entry: Internal) -> list[str]:
+    where = f"{entry.module}.{entry.attr}"
+    try:
+        obj = resolve(entry)
+    except (ImportError, AttributeError) as exc:
+        return [f"{where} is gone ({type(exc).__name__}: {exc}); used for: {entry.use}"]
+    found = []
+    names = _parameter_names(obj) if entry.params else None
+    if names is not None and names[:len(entry.params)] != list(entry.params):
+        found.append(f"{where}: parameters changed: expected {list(entry.params)} first, "
+                     f"found {names}")
+    for member in entry.members:
+        attr, _, rest = member.partition("(")
+        if not hasattr(obj, attr):
+            found.append(f"{where}.{attr} is gone; used for: {entry.use}")
+            continue
+        positional, _, keywords = rest.rstrip(")").partition(";")
+        first = [p.strip() for p in positional.split(",") if p.strip()]
+        anywhere = [p.strip() for p in keywords.split(",") if p.strip()]
+        names = _parameter_names(getattr(obj, attr)) if first or anywhere else None
+        if names is None:
+            continue
+        if names[:len(first)] != first:
+            found.append(f"{where}.{attr}: parameters changed: expected {first} first, "
+                         f"found {names}")
+        gone = [p for p in anywhere if p not in names]
+        if gone:
+            found.append(f"{where}.{attr}: parameters {gone} are gone (found {names})")
+    return found
+
+
+def _check_config() -> list[str]:
+    try:
+        config = resolve(_BY_NAME["config"])
+    except (ImportError, AttributeError) as exc:
+        return [f"torch._inductor.config is gone ({exc})"]
+    found = []
+    for key in CONFIG_KEYS:
+        value: Any = config
+        try:
+            for part in key.split("."):
+                value = getattr(value, part)
+        except AttributeError:
+            found.append(f"torch._inductor.config.{key} is gone")
+    return found
+
+
+def _check_selector() -> list[str]:
+    """The selector object's registries the plugin appends to."""
+    try:
+        cache = resolve(_BY_NAME["get_algorithm_selector_cache"])()
+    except Exception as exc:
+        return [f"Inductor's selector object is unavailable ({type(exc).__name__}: {exc})"]
+    return [f"{type(cache).__name__}.{attr} is gone"
+            for attr in ("preprocessing_fns", "feedback_saver_fns")
+            if not isinstance(getattr(cache, attr, None), list)]
+
+
+def problems() -> list[str]:
+    """What no longer holds in the installed torch, one line each (empty: all holds)."""
+    found: list[str] = []
+    for entry in INTERNALS:
+        found += _check(entry)
+    return found + _check_config() + _check_selector()
+
+
+def swap_selector_class(cache: Any, plugin_class: type) -> type:
+    """Makes Inductor's selector object an instance of ``plugin_class`` (its state, savers
+    and preprocessing functions stay); a user's subclass of the selector stays under it.
+    Returns the class it had."""
+    original = type(cache)
+    base = resolve(_BY_NAME["AlgorithmSelectorCache"])
+    cache.__class__ = plugin_class if original is base else \
+        type(plugin_class.__name__, (plugin_class, original), {})
+    return original

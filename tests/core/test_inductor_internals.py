@@ -1,0 +1,89 @@
+"""The Inductor internals the plugin relies on (``inductor/internals.py``) hold in the
+installed torch. scripts/run_tests.sh runs tests/core under each torch release CI installs
+(2.13 and 2.14), so this file is the per-release check: a release that moves, removes or
+changes one of them fails here by name."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import inductor_flydsl
+from inductor_flydsl.inductor import internals
+
+
+def test_every_internal_the_plugin_relies_on_holds_in_this_torch() -> None:
+    found = internals.problems()
+    assert not found, f"torch {torch.__version__}:\n" + "\n".join(found)
+
+
+def test_every_name_resolves_to_the_object_torch_has() -> None:
+    import torch._inductor.select_algorithm as select_algorithm
+
+    assert internals.AlgorithmSelectorCache is select_algorithm.AlgorithmSelectorCache
+    assert internals.config is torch._inductor.config
+    for entry in internals.INTERNALS:
+        assert getattr(internals, entry.name) is internals.resolve(entry)
+    with pytest.raises(AttributeError):
+        internals.NoSuchInternal  # noqa: B018
+
+
+def test_a_changed_internal_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    changed = (
+        internals.Internal("gone", "torch._inductor.select_algorithm", "NoSuchSelector",
+                           "the selector"),
+        internals.Internal("moved", "torch._inductor.no_such_module", "X", "something"),
+        internals.Internal("params", "torch._inductor.ir", "FixedLayout", "a layout",
+                           params=("dtype", "device")),
+        internals.Internal("member", "torch._inductor.select_algorithm",
+                           "AlgorithmSelectorCache", "the selector",
+                           members=("autotune(choices, name)", "no_such_method")),
+    )
+    monkeypatch.setattr(internals, "INTERNALS", changed)
+    monkeypatch.setattr(internals, "CONFIG_KEYS", ("max_autotune", "no_such_key"))
+    found = "\n".join(internals.problems())
+    assert "select_algorithm.NoSuchSelector is gone" in found
+    assert "torch._inductor.no_such_module.X is gone" in found
+    assert "FixedLayout: parameters changed: expected ['dtype', 'device']" in found
+    assert "AlgorithmSelectorCache.autotune: parameters changed" in found
+    assert "AlgorithmSelectorCache.no_such_method is gone" in found
+    assert "torch._inductor.config.no_such_key is gone" in found
+    assert "max_autotune is gone" not in found
+
+
+def test_enable_leaves_inductor_untouched_when_an_internal_changed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The plugin stays off, with a warning naming the change; Inductor's selector class
+    and choices class are as they were."""
+    monkeypatch.setattr(inductor_flydsl, "_checked",
+                        ["torch._inductor.select_algorithm.X is gone"])
+    selector = internals.get_algorithm_selector_cache()
+    before = (type(selector), internals.config.inductor_choices_class,
+              list(selector.preprocessing_fns))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        settings = inductor_flydsl.enable(tmp_path / "t.db")
+    assert settings.mode is inductor_flydsl.Mode.OFF
+    assert inductor_flydsl.active_settings() is None
+    assert any("select_algorithm.X is gone" in str(w.message) for w in caught)
+    assert (type(selector), internals.config.inductor_choices_class,
+            list(selector.preprocessing_fns)) == before
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_swapping_the_selector_keeps_a_user_subclass(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = internals.AlgorithmSelectorCache
+
+    class UsersSelector(base):  # type: ignore[misc, valid-type]
+        pass
+
+    class Plugin(base):  # type: ignore[misc, valid-type]
+        pass
+
+    plain, users = base(), UsersSelector()
+    assert internals.swap_selector_class(plain, Plugin) is base
+    assert type(plain) is Plugin
+    assert internals.swap_selector_class(users, Plugin) is UsersSelector
+    assert isinstance(users, Plugin) and isinstance(users, UsersSelector)
