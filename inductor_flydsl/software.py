@@ -80,10 +80,14 @@ class SoftwareInfo:
 
 
 _source_hashes: dict[tuple[str, int, int], str] = {}
-# Templates whose kernel is built by another template's code: their hash covers both
-# sources, so a change to the shared kernel invalidates their records too.
-TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {"gemm_grouped": ("gemm_grouped", "gemm_dense"),
-                                                "gemm_mx": ("gemm_mx", "gemm_dense")}
+# The source files of each template (its own, the dense kernel it builds on, the fused
+# epilogue code): its hash covers them all, so a change to shared code invalidates the
+# records of every template that uses it.
+TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {
+    "gemm_dense": ("gemm_dense", "fused_epilogue"),
+    "gemm_grouped": ("gemm_grouped", "gemm_dense", "fused_epilogue"),
+    "gemm_mx": ("gemm_mx", "gemm_dense", "fused_epilogue"),
+}
 
 
 def _file_hash(path: Path) -> str | None:

@@ -28,7 +28,9 @@ def _template_file(name: str) -> Path:
 
 
 def load_template(name: str) -> ModuleType:
-    """Import a template module by name (installed package or source checkout)."""
+    """Import a template module by name (installed package or source checkout). Either
+    way a template is a module of a package, so templates import their siblings with
+    ``from . import ...``."""
     if not name.isidentifier():
         raise ValueError(f"invalid template name {name!r}")
     for package in _TEMPLATE_PACKAGES:
@@ -39,15 +41,24 @@ def load_template(name: str) -> ModuleType:
             with contextlib.suppress(ModuleNotFoundError):
                 return importlib.import_module(module_name)
     path = _template_file(name)
-    module_name = f"_inductor_flydsl_template_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    _checkout_package(path.parent)
+    return importlib.import_module(f"{_CHECKOUT_PACKAGE}.{name}")
+
+
+_CHECKOUT_PACKAGE = "_inductor_flydsl_templates"  # a source checkout's templates/
+
+
+def _checkout_package(root: Path) -> ModuleType:
+    """A source checkout's ``templates/`` imported as a package (not installed)."""
+    if _CHECKOUT_PACKAGE in sys.modules:
+        return sys.modules[_CHECKOUT_PACKAGE]
+    spec = importlib.util.spec_from_file_location(
+        _CHECKOUT_PACKAGE, root / "__init__.py", submodule_search_locations=[str(root)])
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[_CHECKOUT_PACKAGE] = package
+    spec.loader.exec_module(package)
+    return package
 
 
 def template_source_hash(template_name: str) -> str:

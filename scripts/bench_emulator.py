@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from inductor_flydsl.emulator.gemm import emulate_gemm
-from inductor_flydsl.flydsl_backend import catalog
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary
 from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
 
@@ -46,7 +46,7 @@ def all_default(workers: int) -> dict:
     run = catalog.run_catalog(jobs, workers=workers, db_path=None, progress=False,
                               compile_fn=catalog.EMULATE_COMPILE_FN)
     wall = time.perf_counter() - start
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     return {"jobs": len(jobs), "workers": workers, "wall_s": round(wall, 1),
             "per_arch": {arch: {"compiled_ok": a["ok"], "emulated_ok": a["emulated_ok"],
                                 "emulation_s": a["emulation_s"],

@@ -44,21 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-try:
-    from . import gemm_dense as _dense
-except ImportError:  # loaded as a lone file from a source checkout: load the sibling the
-    import importlib.util  # same way (and under the same name) the plugin's loader does
-    import sys
-    from pathlib import Path
-
-    _name = "_inductor_flydsl_template_gemm_dense"
-    if _name not in sys.modules:
-        _spec = importlib.util.spec_from_file_location(
-            _name, Path(__file__).with_name("gemm_dense.py"))
-        assert _spec is not None and _spec.loader is not None
-        sys.modules[_name] = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(sys.modules[_name])
-    _dense = sys.modules[_name]
+from . import gemm_dense as _dense
 
 __all__ = ["MxConfig", "build_gemm", "kernel_launch", "launcher_args", "make_launcher"]
 

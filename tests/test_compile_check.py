@@ -21,7 +21,7 @@ import torch
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
-from inductor_flydsl.flydsl_backend import catalog, configs, suites, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, configs, suites, toolchain
 from inductor_flydsl.flydsl_backend.cross_compile import CompileResult
 from inductor_flydsl.keys import stable_id
 from inductor_flydsl.numerics import tolerances
@@ -131,7 +131,7 @@ def test_compiled_rejected_config_records_its_error(sample_run):
     row = _rows(db_path)[(failing.arch, failing.config_id, "mm", "bf16", "nt")]
     assert row["ok"] == 0 and "exceeds limit" in row["error"]
     assert row["lds_bytes"] == 78336  # figures are kept: they show the overshoot
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     assert summary["clean"]  # a rejected config's failure is not an accepted failure
     g950 = summary["archs"]["gfx950"]
     assert (g950["ok"], g950["failed"], g950["spilled"]) == (3, 0, 0)
@@ -153,7 +153,7 @@ def test_rejected_configs_are_recorded_without_compiling(tmp_path):
     row = next(iter(_rows(tmp_path / "r.db").values()))
     assert row["ok"] == 0 and row["error"].startswith("rejected by resource model: LDS 78336 B")
     assert row["compile_s"] == 0 and row["vgprs"] is None
-    assert catalog.summarize(run)["clean"]
+    assert catalog_summary.summarize(run)["clean"]
 
 
 # ---------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def test_worker_crash_and_timeout_are_recorded_and_the_run_goes_on(tmp_path, mon
     rows = _rows(tmp_path / "c.db")
     assert len(rows) == len(jobs)
     assert rows[(crash.arch, crash.config_id, "mm", "bf16", "nt")]["ok"] == 0
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     assert not summary["clean"]
     assert (summary["total"]["crashed"], summary["total"]["timeouts"]) == (1, 1)
 

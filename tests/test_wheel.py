@@ -56,7 +56,8 @@ def test_wheel_in_fresh_venv_finds_shipped_dbs(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "inductor_flydsl_tuning_db/cpu_smoke_winners.db" in names
     assert "inductor_flydsl_tuning_db/flydsl_compile_catalog.db" in names
-    assert "inductor_flydsl_templates/gemm_dense.py" in names
+    assert {f"inductor_flydsl_templates/{n}.py" for n in (
+        "gemm_dense", "gemm_grouped", "gemm_mx", "fused_epilogue")} <= set(names)
     venv = tmp_path / "venv"
     # torch and the other dependencies come from this interpreter's site-packages; the
     # package itself only from the wheel (--no-deps, and run outside the source tree).

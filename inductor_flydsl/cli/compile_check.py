@@ -131,7 +131,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..flydsl_backend import catalog
+    from ..flydsl_backend import catalog, catalog_summary
     from ..flydsl_backend.toolchain import ToolchainError
 
     archs = args.arch or ["gfx950"]
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except UnusableDB as exc:
         return fail(str(exc))
-    summary = catalog.summarize(result)
+    summary = catalog_summary.summarize(result)
     if args.json:
         print_json({**summary, "results": [item.to_json() for item in result.results]})
     else:

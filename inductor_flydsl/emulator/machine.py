@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 (register opcodes)
+from . import (  # noqa: F401 (register opcodes)
+    ops_matrix,
+    ops_memory,
+    ops_scalar,
+    ops_vector,
+    ops_vector_wide,
+)
 from .decode import Compiled, DecodeContext, codes, decode, opcode, operands
 from .errors import (
     AsmError,

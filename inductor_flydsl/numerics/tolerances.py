@@ -22,7 +22,7 @@ rounded to the output dtype). An element passes when ``|out - ref| <= prop + r *
 rms(ref))`` with ``r = 2 * u(out_dtype) + EPILOGUE_RTOL``: twice the output rounding as
 for the GEMM, plus ``EPILOGUE_RTOL = 2**-19`` (1.9e-6, about 16 fp32 ulp) for the
 kernel's fp32 math (its exp, reciprocal and erf approximations are documented in
-``templates/gemm_dense.py``: below 1e-6 relative for |x| <= 2, a few 1e-6 further out,
+``templates/fused_epilogue.py``: below 1e-6 relative for |x| <= 2, a few 1e-6 further out,
 where the GELUs are small) and the reference's own fp32 rounding (torch's tanh-GELU loses
 relative accuracy for negative inputs), hence the ``rms(ref)`` term, an absolute floor at
 the outputs' typical size.

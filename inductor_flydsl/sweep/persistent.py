@@ -6,7 +6,7 @@ the CPU ISA probe, pattern-matcher initialisation, the precompiled C++ header) e
 time; a persistent worker pays it once and resets Dynamo and the plugin between batches
 (worker.reset_between_items). Workers are started as the sweep starts, so their start-up
 overlaps the runner's first busy check, and on CPU their set-up runs in the background
-while the first batch is traced (worker._warm_up; nothing runs beside a benchmark).
+while the first batch is traced (warm_up.warm_up; nothing runs beside a benchmark).
 Batches group up to ``batch_items`` items into one compiled graph (sweep/batch.py); the
 busy note travels with each batch. At the end the idle workers are killed: each has
 reported, and its plugin committed and closed, everything.

@@ -61,3 +61,15 @@ def run(body: str, *, arch: str = "gfx950", lds: int = 0, threads: int = 64, gro
     machine = Machine(program, memory, budget=budget, hazards=hazards)
     report = machine.run(address, (groups, 1, 1), (threads, 1, 1))
     return report, data
+
+
+def sgprs(body: str, **kw) -> list[int]:
+    """The scalar registers of the last wave after ``body``."""
+    report, _ = run(body + "\ns_endpgm", **kw)
+    return report.last_waves[0].s
+
+
+def vgpr(body: str, reg: int, **kw) -> np.ndarray:
+    """Vector register ``reg`` of the last wave after ``body``, per lane."""
+    report, _ = run(body + "\ns_endpgm", **kw)
+    return report.last_waves[0].v[reg].copy()

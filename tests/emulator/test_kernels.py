@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend import catalog, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
 
@@ -33,7 +33,7 @@ def test_every_default_config_and_variant_is_correct_in_the_emulator(tmp_path):
     wrong = [f"{i.job.describe()}: {i.result.error or (i.result.emulation or {}).get('error')}"
              for i in accepted if not (i.result.emulation or {}).get("ok")]
     assert wrong == []
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     assert summary["clean"]
     from inductor_flydsl.flydsl_backend.configs import DEFAULT
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import catalog, loop_analysis, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, loop_analysis, toolchain
 from inductor_flydsl.flydsl_backend.catalog import CatalogRun, CatalogWriter, JobResult
 from inductor_flydsl.flydsl_backend.cross_compile import compile_config
 from inductor_flydsl.flydsl_backend.loop_analysis import (
@@ -283,7 +283,7 @@ def test_catalog_records_the_loop_figures(compiled, tmp_path):
         assert row["loop_cycles"] == mca.get("cycles_per_trip")
         assert row["mfma_model_cycles"] == mca.get("model_cycles_per_mfma")
         assert row["mca_note"] == a["mca_unavailable"]
-    summary = catalog.summarize(CatalogRun(results=items))
+    summary = catalog_summary.summarize(CatalogRun(results=items))
     for arch in ("gfx950", "gfx942"):
         ratios = [i.result.loop_analysis["mca"]["ratio"] for i in items
                   if i.job.arch == arch and i.result.loop_analysis["mca"]]

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from inductor_flydsl.emulator.grouped import emulate_grouped, grouped_scenarios
-from inductor_flydsl.flydsl_backend import catalog, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
@@ -28,7 +28,7 @@ def test_every_default_grouped_config_is_correct_in_the_emulator(tmp_path) -> No
     jobs = catalog.build_jobs(["gfx950", "gfx942"], template="gemm_grouped")
     run = catalog.run_catalog(jobs, workers=2, db_path=tmp_path / "c.db", progress=False,
                               compile_fn=catalog.EMULATE_COMPILE_FN)
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     assert summary["template"] == "gemm_grouped" and summary["clean"], summary
     accepted = [i for i in run.results if i.accepted]
     # every DEFAULT config for the main variant on gfx950, plus 3 other variants

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from inductor_flydsl.emulator.mx import emulate_mx, make_mx_operands
-from inductor_flydsl.flydsl_backend import catalog, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_MX, mx_default_configs
 from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
 from inductor_flydsl.numerics.mx import check_mx
@@ -79,7 +79,7 @@ def test_every_default_config_is_correct_in_the_emulator(tmp_path) -> None:
                               dtypes=["e4m3xe4m3_bf16", "e2m1xe2m1_bf16"])
     run = catalog.run_catalog(jobs, workers=2, db_path=tmp_path / "c.db", progress=False,
                               compile_fn=catalog.EMULATE_COMPILE_FN)
-    summary = catalog.summarize(run)
+    summary = catalog_summary.summarize(run)
     assert summary["clean"], summary
     gfx950 = summary["archs"]["gfx950"]
     expected = len(mx_default_configs("e4m3xe4m3_bf16")) + len(DEFAULT_MX)

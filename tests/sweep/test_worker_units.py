@@ -128,9 +128,9 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
     registered background thread; the benchmarker is the real, wrapped one."""
     from torch._inductor.runtime.benchmarking import benchmarker
 
-    from inductor_flydsl.sweep import worker
+    from inductor_flydsl.sweep import warm_up
 
-    assert worker._gate_cpu_benchmarks()
+    assert warm_up._gate_cpu_benchmarks()
     started = threading.Event()
     holder: dict = {}
 
@@ -143,13 +143,13 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
 
     thread = threading.Thread(target=compile_in_background, daemon=True)
     thread.start()
-    worker._pausable.append(thread)
+    warm_up._pausable.append(thread)
     assert started.wait(30)
     proc = holder["proc"]
 
     def names() -> list[str]:
         found = []
-        for pid in worker._compiler_descendants():
+        for pid in warm_up._compiler_descendants():
             with open(f"/proc/{pid}/comm") as f:
                 found.append(f.read().strip())
         return found
@@ -163,17 +163,17 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
         def timed() -> None:  # g++ and the cc1plus it runs; one in disk sleep (D)
             deadline = time.monotonic() + 10  # takes the stop when it wakes
             while True:
-                seen["during"] = {pid: _state(pid) for pid in worker._compiler_descendants()}
+                seen["during"] = {pid: _state(pid) for pid in warm_up._compiler_descendants()}
                 if set(seen["during"].values()) == {"T"} or time.monotonic() > deadline:
                     return
                 time.sleep(0.01)
 
         benchmarker.benchmark_cpu(timed, warmup=0, rep=1)
-        seen["after"] = {pid: _state(pid) for pid in worker._compiler_descendants()}
+        seen["after"] = {pid: _state(pid) for pid in warm_up._compiler_descendants()}
     finally:
         proc.stdin.close()
         thread.join(30)
-        worker._pausable.remove(thread)
+        warm_up._pausable.remove(thread)
     assert proc.pid in seen["during"] and set(seen["during"]) == set(seen["after"]), seen
     assert set(seen["during"].values()) == {"T"}, seen  # stopped while timing
     assert "T" not in seen["after"].values(), seen  # running again
@@ -183,7 +183,7 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
 FIRST_VALID_CHILD = r"""
 import json, os
 from torch._inductor import config, cpu_vec_isa
-from inductor_flydsl.sweep import worker
+from inductor_flydsl.sweep import warm_up
 
 builds = []
 check_build = cpu_vec_isa.VecISA.check_build
@@ -193,7 +193,7 @@ def counting(self, code):
 cpu_vec_isa.VecISA.check_build = counting
 
 original = cpu_vec_isa.valid_vec_isa_list
-worker._first_valid_isa_only()
+warm_up._first_valid_isa_only()
 picked = str(cpu_vec_isa.pick_vec_isa())
 fast_builds = len(builds)
 full = original()  # Inductor's own: every ISA the CPU reports, each test-built
