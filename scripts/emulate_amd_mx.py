@@ -59,7 +59,7 @@ def main() -> int:
         import torch
 
         from inductor_flydsl.emulator.gemm import run_kernel
-        from inductor_flydsl.flydsl_backend.cross_compile import _compile_env, _find_isa
+        from inductor_flydsl.flydsl_backend.cross_compile import compile_env, find_isa
         from inductor_flydsl.flydsl_backend.toolchain import rocm_path_for_compile
         from inductor_flydsl.numerics import mx as mx_numerics
     except ImportError as exc:
@@ -77,7 +77,7 @@ def main() -> int:
         env = {"FLYDSL_GPU_ARCH": "gfx950", "COMPILE_ONLY": "1", "FLYDSL_DUMP_IR": "1",
                "FLYDSL_DUMP_DIR": tmp, "ROCM_PATH": rocm_path_for_compile(),
                "FLYDSL_RUNTIME_ENABLE_CACHE": "0"}
-        with _compile_env(env):
+        with compile_env(env):
             _stub_triton()
             from kernels.gemm.fp4_gemm_4wave import compile_fp4_gemm_4w
             from tests.kernels.utils import gemm_common_utils as amd
@@ -92,7 +92,7 @@ def main() -> int:
             except Exception as exc:
                 print(f"note: compile-only launch raised {type(exc).__name__}: {exc}",
                       file=sys.stderr)
-        isa = _find_isa(Path(tmp))
+        isa = find_isa(Path(tmp))
         if isa is None:
             print("no ISA was produced", file=sys.stderr)
             return 2

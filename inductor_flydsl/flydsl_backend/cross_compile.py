@@ -88,17 +88,20 @@ class CompileResult:
 
 
 @contextlib.contextmanager
-def _compile_env(values: dict[str, str]):
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def compile_env(values: dict[str, str]):
+    """FlyDSL's compile settings are process environment variables: set ``values`` for
+    one compile, under the one lock every compile of this process takes, then restore."""
+    with _ENV_LOCK:
+        saved = {key: os.environ.get(key) for key in values}
+        os.environ.update(values)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 @contextlib.contextmanager
@@ -126,7 +129,7 @@ def _compiler_errors(log: str) -> list[str]:
     return [line.strip() for line in log.splitlines() if "error:" in line]
 
 
-def _find_isa(root: Path) -> Path | None:
+def find_isa(root: Path) -> Path | None:
     found = sorted(root.rglob(ISA_FILE_NAME), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 
@@ -211,7 +214,7 @@ def compile_config(
         }
         start = time.perf_counter()
         log_path = root / "compiler_output.log"
-        with _ENV_LOCK, _compile_env(env), _capture_fds(log_path):
+        with compile_env(env), _capture_fds(log_path):
             try:
                 launcher(*args)
             except Exception as exc:  # compiler errors surface as many exception types
@@ -222,7 +225,7 @@ def compile_config(
         errors = sorted(set(_compiler_errors(log_path.read_text(errors="replace"))))
         if errors and result.error is None:
             result.error = "compiler diagnostics: " + "; ".join(errors)
-        isa = _find_isa(root)
+        isa = find_isa(root)
         if isa is None:
             result.error = result.error or f"compile produced no {ISA_FILE_NAME}"
             return result

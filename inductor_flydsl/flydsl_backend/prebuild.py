@@ -123,7 +123,7 @@ def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout
     """The build itself, in this process: FlyDSL's environment is set for this build only,
     under the cross-compiler's lock, with a fresh launcher (so a benchmarking process's
     cached launchers keep their own state)."""
-    from .cross_compile import _ENV_LOCK, _compile_env, prepare_compile
+    from .cross_compile import compile_env, prepare_compile
     from .toolchain import rocm_path_for_compile
 
     extra = {"epilogue": epilogue} if epilogue else {}  # a fused epilogue's variant
@@ -136,7 +136,7 @@ def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout
            "ROCM_PATH": rocm_path_for_compile(),
            "FLYDSL_DUMP_IR": "0", "FLYDSL_DEBUG_DUMP_ASM": "0"}  # dumping bypasses the cache
     start = time.perf_counter()
-    with _ENV_LOCK, _compile_env(env):
+    with compile_env(env):
         try:
             launcher(*args)
             result.ok = True

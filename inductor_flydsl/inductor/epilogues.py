@@ -32,13 +32,13 @@ from ..keys import stable_id
 from ..problem import Problem
 from . import internals
 from .candidates import backend_of, candidate_id
-from .serving import _ChoiceTimes
+from .serving import ChoiceTimes
 
 log = logging.getLogger("inductor_flydsl")
 
 # Inductor's GEMM-only time of each choice (served or benchmarked), set by the feedback
 # saver: a deferred selection's timings may later be replaced by fused ones.
-DECIDED = _ChoiceTimes()
+DECIDED = ChoiceTimes()
 
 
 @dataclass

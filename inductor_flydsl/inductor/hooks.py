@@ -491,5 +491,5 @@ def uninstall() -> PluginState | None:
     epilogue_fusion.uninstall_pass()
     cache = internals.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:
-        cache.__class__ = _original_selector_class
+        internals.restore_selector_class(cache, _original_selector_class)
     return previous

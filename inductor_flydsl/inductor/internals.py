@@ -253,3 +253,8 @@ def swap_selector_class(cache: Any, plugin_class: type) -> type:
     cache.__class__ = plugin_class if original is base else \
         type(plugin_class.__name__, (plugin_class, original), {})
     return original
+
+
+def restore_selector_class(cache: Any, original: type) -> None:
+    """Undoes :func:`swap_selector_class`: ``cache`` is an instance of ``original`` again."""
+    cache.__class__ = original

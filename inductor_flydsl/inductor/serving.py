@@ -31,7 +31,7 @@ from ..db.store import RecordedSelection
 from .candidates import candidate_id
 
 
-class _ChoiceTimes:
+class ChoiceTimes:
     """choice -> milliseconds, held weakly (by identity when a choice refuses weakrefs)."""
 
     def __init__(self) -> None:
@@ -68,8 +68,8 @@ class _ChoiceTimes:
         return found
 
 
-SERVED = _ChoiceTimes()  # recorded timings handed to Inductor instead of benchmarking
-MEASURED = _ChoiceTimes()  # what Inductor's benchmark returned in this process
+SERVED = ChoiceTimes()  # recorded timings handed to Inductor instead of benchmarking
+MEASURED = ChoiceTimes()  # what Inductor's benchmark returned in this process
 
 
 def recorded_timings(selection: RecordedSelection, choices: Sequence[Any]) -> dict[Any, float]:

@@ -128,7 +128,7 @@ def _describe_exit(rc: int) -> str:
     return f"worker exited with status {rc}"
 
 
-def _tail(path: Path, limit: int = ERROR_TAIL, start: int = 0) -> str:
+def file_tail(path: Path, limit: int = ERROR_TAIL, start: int = 0) -> str:
     """The last ``limit`` bytes of ``path`` written after byte ``start``, as text."""
     try:
         with open(path, "rb") as f:
@@ -168,14 +168,10 @@ def outcome_of(item: SweepItem, result: dict[str, Any] | None, *, seconds: float
 
 
 @contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
-@contextmanager
-def _signals_stop(runner: Any) -> Iterator[None]:
-    """SIGINT/SIGTERM set ``runner.stop_signal``; the loop then stops cleanly."""
-    if threading.current_thread() is not threading.main_thread():
+def stop_on_signals(runner: Any, enabled: bool = True) -> Iterator[None]:
+    """While inside: SIGINT/SIGTERM set ``runner.stop_signal`` and the loop then stops
+    cleanly (only when ``enabled``, and only in the main thread)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
 

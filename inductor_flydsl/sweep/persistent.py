@@ -46,10 +46,9 @@ from .outcomes import (
     ItemOutcome,
     Slot,
     SweepSummary,
-    _nothing,
-    _signals_stop,
-    _tail,
+    file_tail,
     outcome_of,
+    stop_on_signals,
 )
 from .worker import BATCH_PREFIX, RESULT_PREFIX
 
@@ -94,7 +93,7 @@ class _Worker:
 
     def stderr_tail(self) -> str:
         """What the worker wrote to stderr since the current batch began."""
-        return _tail(self.workdir / "stderr.txt", start=self.stderr_start)
+        return file_tail(self.workdir / "stderr.txt", start=self.stderr_start)
 
 
 class PersistentPool:
@@ -208,7 +207,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
         if queue and options.budget_s != 0:
             for slot in runner.slots:  # start-up overlaps the first busy check
                 pool.start(slot)
-        with _signals_stop(runner) if options.handle_signals else _nothing():
+        with stop_on_signals(runner, options.handle_signals):
             while queue or any(not w.idle for w in pool.workers.values()):
                 if runner.stop_signal is not None:
                     summary.stopped = signal.Signals(runner.stop_signal).name

@@ -48,10 +48,9 @@ from .outcomes import (
     ItemOutcome,
     Slot,
     SweepSummary,
-    _nothing,
-    _signals_stop,
-    _tail,
+    file_tail,
     outcome_of,
+    stop_on_signals,
 )
 from .worker import RESULT_PREFIX
 
@@ -218,7 +217,7 @@ def _result_line(path: Path) -> dict[str, Any] | None:
 def _outcome(run: _Running, rc: int | None, timed_out: float | None,
              identity: Identity) -> ItemOutcome:
     seconds = time.monotonic() - run.started
-    stderr_tail = _tail(run.workdir / "stderr.txt")
+    stderr_tail = file_tail(run.workdir / "stderr.txt")
     result = None if timed_out is not None else _result_line(run.workdir / "stdout.txt")
     return outcome_of(run.item, result, seconds=seconds, slot=run.slot.name, busy=run.busy,
                       rc=rc, timed_out=timed_out, stderr_tail=stderr_tail,
@@ -355,7 +354,7 @@ class SweepRunner:
         start = time.monotonic()
         root = Path(tempfile.mkdtemp(prefix="inductor_flydsl_sweep_"))
         try:
-            with _signals_stop(self) if self.options.handle_signals else _nothing():
+            with stop_on_signals(self, self.options.handle_signals):
                 while pending or running:
                     if self.stop_signal is not None:
                         summary.stopped = signal.Signals(self.stop_signal).name

@@ -87,3 +87,5 @@ def test_swapping_the_selector_keeps_a_user_subclass(monkeypatch: pytest.MonkeyP
     assert type(plain) is Plugin
     assert internals.swap_selector_class(users, Plugin) is UsersSelector
     assert isinstance(users, Plugin) and isinstance(users, UsersSelector)
+    internals.restore_selector_class(users, UsersSelector)
+    assert type(users) is UsersSelector

@@ -198,8 +198,9 @@ _UNCHANGED = [("gfx950", DEFAULT[0], "bf16", "nt", "mm"),
 def test_plain_kernel_compiles_as_the_shipped_catalog_recorded(arch, config, dtype, layout,
                                                                op):
     """The kernel without an epilogue is the same code traced without the epilogue slots:
-    its resources and main loop are the shipped catalog's (recorded by compile-check before
-    epilogues were added; regenerate the catalog when the kernel changes on purpose)."""
+    its resources and main loop are the shipped catalog's (first recorded by compile-check
+    before epilogues were added, and unchanged since; regenerate the catalog when the
+    kernel changes on purpose)."""
     db = sqlite3.connect(CATALOG)
     db.row_factory = sqlite3.Row
     rows = db.execute("select * from compile_catalog where template = 'gemm_dense' and arch = ? "
