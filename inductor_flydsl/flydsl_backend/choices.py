@@ -150,15 +150,13 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
         state = self.inductor_flydsl
         if state.failure is None:
             state.failure = self._build_failure()
-        if state.failure is not None:
-            log.info("inductor_flydsl: %s excluded: %s", self.name, state.failure[1])
-            return math.inf
-        try:
-            self._validate(args, out)
-        except NumericMismatch as exc:
-            state.failure = (STATUS_INVALID, f"numeric check failed: {exc}")
-        except Exception as exc:  # compile error, launch error: this candidate only
-            state.failure = (STATUS_FAILED, f"{type(exc).__name__}: {exc}")
+        if state.failure is None:
+            try:
+                self._validate(args, out)
+            except NumericMismatch as exc:
+                state.failure = (STATUS_INVALID, f"numeric check failed: {exc}")
+            except Exception as exc:  # compile error, launch error: this candidate only
+                state.failure = (STATUS_FAILED, f"{type(exc).__name__}: {exc}")
         if state.failure is not None:
             log.info("inductor_flydsl: %s excluded: %s", self.name, state.failure[1])
             return math.inf
