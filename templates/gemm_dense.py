@@ -65,10 +65,9 @@ library (error notes in ``fused_epilogue.py``).
 """
 
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from .fused_epilogue import apply_epilogue
 
@@ -1078,7 +1077,8 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
     """Positional arguments of a :func:`build_gemm` launcher for these tensors.
 
     ``a``: (M, K) or (batch, M, K); ``b``: (K, N) or (batch, K, N); ``out``: (M, N) or
-    (batch, M, N); ``bias``: None, (N,) or an (M, N) expanded view with stride (0, 1).
+    (batch, M, N); ``bias``: None, (N,), (1, N) or an (M, N) expanded view with stride
+    (0, 1).
     ``workspace`` (split-K, from :func:`split_k_workspace`) takes the kernel's output
     in ``out``'s place, its split stride in the batch-stride slot of ``out``.
     ``epilogue`` (canonical JSON, ``""``: none) with ``extras``, its operand tensors in
@@ -1101,8 +1101,9 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
         out = workspace
         batch_strides = (0, 0, workspace.stride(0))
     if bias is not None and bias.dim() == 2:
-        if bias.stride(0) != 0:
-            raise ValueError("a 2-D bias must be a row vector broadcast over rows (stride (0, 1))")
+        if bias.shape[0] != 1 and bias.stride(0) != 0:
+            raise ValueError("a 2-D bias must be a (1, N) row or a row vector broadcast over "
+                             "rows (stride (0, 1))")
         bias = bias[0]
     if bias is not None and bias.stride(-1) != 1:
         raise ValueError("bias must have unit stride")
@@ -1175,58 +1176,47 @@ def _check_operand(name: str, operand, tensor, m: int, n: int) -> int:
     return ld
 
 
-_LAUNCH_LOCK = threading.Lock()  # one for every template: FlyDSL tracing is not thread-safe
-_WARM: set[tuple] = set()  # variants launched once (traced and compiled) in this process
+class Variant(NamedTuple):
+    """One compiled kernel of a template: every compile-time parameter. A launch hands it,
+    with the launcher's arguments, to the launch runner (``runner``: the plugin's
+    ``KernelRunner``), which builds it once and launches it through a compiled function."""
 
-
-def device_arch(tensor) -> str:
-    """The gfx arch of the GPU ``tensor`` lives on (``gfx950``)."""
-    import torch
-
-    return torch.cuda.get_device_properties(tensor.device).gcnArchName.split(":", 1)[0]
-
-
-def run_launcher(variant: tuple, launcher: Callable, args: tuple, stream) -> None:
-    """Every template's launch: the first launch of a ``variant`` (its template, config
-    and compile-time parameters) traces and compiles it, serialized under the one lock;
-    later launches run without it."""
-    if variant in _WARM:
-        launcher(*args, stream=stream)
-        return
-    with _LAUNCH_LOCK:
-        launcher(*args, stream=stream)
-        _WARM.add(variant)
+    template: str
+    config: Any
+    arch: str
+    dtype: str
+    layout: str
+    op: str
+    epilogue: str = ""
 
 
 def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, stream=None, *,
-           epilogue: str = "", extras=()) -> None:
-    """Run the kernel on ROCm tensors, writing into preallocated ``out``.
+           epilogue: str = "", extras=(), runner) -> None:
+    """Run the kernel on GPU tensors, writing into preallocated ``out``.
 
     The op is ``bmm`` for 3-D operands, ``addmm`` when ``bias`` is given, else ``mm``;
-    layout, dtype and arch come from the tensors. Launches on ``stream`` (default:
-    torch's current stream) without host synchronization. With ``split_k > 1`` the fp32
-    partials go to a workspace from torch's caching allocator on that stream (capture
-    safe: a CUDA-graph capture gives it the graph's private pool) and one torch sum on
-    the same stream writes ``out``. The first call per variant compiles (FlyDSL tracing
-    is not thread-safe, so it is serialized). A fused ``epilogue`` (canonical JSON of an
-    ``EpilogueSpec``) reads ``extras`` (its operands, spec order) and writes ``out`` in its
-    ``out_dtype``; see :func:`epilogue_reason` for what it cannot serve.
+    layout and dtype come from the tensors, the arch from their device (``runner.arch``).
+    Launches on ``stream`` (default: the device's current stream) without host
+    synchronization, through ``runner`` (the plugin's ``KernelRunner``: the variant is
+    built once, in a build worker, and launched through a FlyDSL compiled function, with
+    no trace per call). With ``split_k > 1`` the fp32 partials go to a workspace from
+    torch's caching allocator on that stream (capture safe: a CUDA-graph capture gives it
+    the graph's private pool) and one torch sum on the same stream writes ``out``. A
+    fused ``epilogue`` (canonical JSON of an ``EpilogueSpec``) reads ``extras`` (its
+    operands, spec order) and writes ``out`` in its ``out_dtype``; see
+    :func:`epilogue_reason` for what it cannot serve.
     """
-    import torch
-
     op = "bmm" if a.dim() == 3 else ("addmm" if bias is not None else "mm")
-    arch = device_arch(a)
-    layout = infer_layout(a, b)
-    dtype = dtype_name(a)
-    launcher = build_gemm(config, dtype=dtype, layout=layout, op=op, arch=arch,
-                          epilogue=epilogue)
-    if stream is None:
-        stream = torch.cuda.current_stream(a.device)
-    with torch.cuda.stream(stream):  # the workspace and the reduction on the op's stream
+    variant = Variant("gemm_dense", config, runner.arch(a), dtype_name(a), infer_layout(a, b),
+                      op, epilogue)
+    stream = runner.stream(a, stream)
+    if config.split_k == 1:
+        args = launcher_args(a, b, bias, out, alpha, beta, epilogue=epilogue, extras=extras)
+        runner.run(variant, args, stream, a)
+        return
+    with runner.stream_scope(stream):  # the workspace and the reduction on the op's stream
         workspace = split_k_workspace(config, out)
         args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
                              epilogue=epilogue, extras=extras)
-        run_launcher(("gemm_dense", config, dtype, layout, op, arch, epilogue), launcher,
-                     args, stream)
-        if workspace is not None:
-            reduce_split_k(workspace, out)
+        runner.run(variant, args, stream, a)
+        reduce_split_k(workspace, out)

@@ -174,19 +174,15 @@ def over_int32_span(a, b, out) -> bool:
                > MAX_SPAN_ELEMENTS for t in (a, b, out) if t.numel())
 
 
-def launch(a, b, offs, out, config: GemmConfig, stream=None) -> None:
-    """Run the kernel on ROCm tensors, writing into preallocated ``out`` (no host sync).
-    Operands past the int32 offsets are computed with ``torch._grouped_mm`` instead."""
+def launch(a, b, offs, out, config: GemmConfig, stream=None, *, runner) -> None:
+    """Run the kernel on GPU tensors, writing into preallocated ``out`` (no host sync),
+    through ``runner`` (see ``gemm_dense.launch``). Operands past the int32 offsets are
+    computed with ``torch._grouped_mm`` instead."""
     import torch
 
     if over_int32_span(a, b, out):
         out.copy_(torch._grouped_mm(a, b, offs=offs))
         return
-
-    arch = _dense.device_arch(a)
-    layout, dtype = infer_layout(a, b), dtype_name(a)
-    launcher = build_gemm(config, dtype=dtype, layout=layout, arch=arch)
-    if stream is None:
-        stream = torch.cuda.current_stream(a.device)
-    _dense.run_launcher(("gemm_grouped", config, dtype, layout, arch), launcher,
-                        launcher_args(a, b, offs, out), stream)
+    variant = _dense.Variant("gemm_grouped", config, runner.arch(a), dtype_name(a),
+                             infer_layout(a, b), _dense.GROUPED_OP)
+    runner.run(variant, launcher_args(a, b, offs, out), runner.stream(a, stream), a)

@@ -583,21 +583,16 @@ def example_args(config: MxConfig, *, dtype: str, layout: str, op: str) -> tuple
     return launcher_args(a, b, scales[0], scales[1], bias, out)
 
 
-def launch(a, b, scale_a, scale_b, bias, out, config: MxConfig, stream=None) -> None:
-    """Run the kernel on ROCm tensors, writing into preallocated ``out`` on ``stream``
-    (default: torch's current stream), without host synchronization. The first call per
-    variant compiles (serialized under the lock every template shares:
-    ``gemm_dense.run_launcher``)."""
-    import torch
-
+def launch(a, b, scale_a, scale_b, bias, out, config: MxConfig, stream=None, *,
+           runner) -> None:
+    """Run the kernel on GPU tensors, writing into preallocated ``out`` on ``stream``
+    (default: the device's current stream), without host synchronization, through
+    ``runner`` (see ``gemm_dense.launch``)."""
     op = "addmm" if bias is not None else "mm"
-    arch = _dense.device_arch(a)
-    dtype = variant_dtype(a, b, out)
-    launcher = build_gemm(config, dtype=dtype, layout="nt", op=op, arch=arch)
-    if stream is None:
-        stream = torch.cuda.current_stream(a.device)
-    args = launcher_args(a, b, scale_a, scale_b, bias, out)
-    _dense.run_launcher(("gemm_mx", config, dtype, op, arch), launcher, args, stream)
+    variant = _dense.Variant("gemm_mx", config, runner.arch(a), variant_dtype(a, b, out),
+                             "nt", op)
+    runner.run(variant, launcher_args(a, b, scale_a, scale_b, bias, out),
+               runner.stream(a, stream), a)
 
 
 def split_k_reason(config: MxConfig, op: str) -> str | None:

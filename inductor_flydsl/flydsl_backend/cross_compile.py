@@ -82,6 +82,10 @@ class CompileResult:
     loop_analysis: dict[str, Any] | None = None
     # The fused epilogue compiled in (canonical EpilogueSpec JSON; "" = none).
     epilogue: str = ""
+    # A build for a launch (prebuild.build_here): the compiled module's text and its host
+    # entry point, turned into a compiled function by the launching process.
+    artifact: str | None = None
+    entry: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -208,7 +208,8 @@ def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = (),
     if problem.op == "addmm":
         bias = problem.inputs[0]
         row_vector = (len(bias.size) == 1 and bias.stride[-1] == 1) or (
-            len(bias.size) == 2 and bias.stride == (0, 1))
+            len(bias.size) == 2 and bias.stride[-1] == 1
+            and (bias.stride[0] == 0 or bias.size[0] == 1))  # expanded, or a (1, N) row
         if not row_vector or bias.size[-1] != n:
             reasons.append("addmm bias is not a length-N row vector broadcast over rows")
     for i, offset in enumerate(offsets):

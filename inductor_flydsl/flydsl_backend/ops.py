@@ -44,23 +44,21 @@ def _parse_config(config: str, template: str = "gemm_dense"):  # the template's 
     return load_template(template).GemmConfig.from_json(data)
 
 
-def _verify_runtime(device: torch.device) -> None:
-    if device not in _verified_devices:
-        from .eligibility import runtime_reasons
+def _runner(device: torch.device):
+    """The launch runner, once its device runtime accepts ``device`` (a ROCm 7 GPU of a
+    supported arch; FlyDSL would abort the process otherwise)."""
+    from .kernel_runner import runner
 
-        reasons = runtime_reasons(device)
-        if reasons:
-            raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
-        _verified_devices.add(device)
-
-
-# Devices whose runtime passed the checks; a launch then costs no further host work.
-_verified_devices: set[torch.device] = set()
+    current = runner()
+    reasons = current.runtime.reasons(device)
+    if reasons:
+        raise FlydslRuntimeUnavailable("FlyDSL kernel not launched: " + "; ".join(reasons))
+    return current
 
 
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
-    _verify_runtime(out.device)
+    runner = _runner(out.device)
     from ..template_loader import load_template
 
     template = load_template("gemm_dense")
@@ -69,7 +67,7 @@ def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
     if _over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out):
         _aten_into(a, b, bias, out, alpha, beta)
         return
-    template.launch(a, b, bias, out, alpha, beta, _parse_config(config))
+    template.launch(a, b, bias, out, alpha, beta, _parse_config(config), runner=runner)
 
 
 def _span(t: torch.Tensor) -> int:
@@ -139,14 +137,14 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
                    config: str) -> None:
     """``out = torch._grouped_mm(a, b, offs)`` (2-D A, 3-D B) with the grouped template;
     rows past ``offs[-1]`` are left as they are. ``offs`` is read on the GPU only."""
-    _verify_runtime(out.device)
+    runner = _runner(out.device)
     from ..template_loader import load_template
 
     if out.numel() == 0:
         return
     # operands past the int32 offsets (checked at compile time for the problem's size)
     # are computed with ATen by the template's launch
-    load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config))
+    load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config), runner=runner)
 
 
 @grouped_mm_out.register_fake
@@ -158,13 +156,13 @@ def _grouped_mm_out_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
 def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                config: str) -> None:
-    _verify_runtime(out.device)
+    runner = _runner(out.device)
     from ..template_loader import load_template
 
     if out.numel() == 0:
         return
     load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
-                                    _parse_config(config, "gemm_mx"))
+                                    _parse_config(config, "gemm_mx"), runner=runner)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::scaled_mm_out", mutates_args=("out",))
@@ -206,7 +204,7 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
     from ..epilogue_spec import EpilogueSpec, reference
     from ..template_loader import load_template
 
-    _verify_runtime(out.device)
+    runner = _runner(out.device)
     spec = EpilogueSpec.from_json(epilogue)
     extras = [t.reshape(-1) if o.kind in ("col", "row") else t
               for t, o in zip((x0, x1, x2, x3), spec.operands, strict=False)]
@@ -217,7 +215,7 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
         out.copy_(reference(spec, a.float() @ b.float(), extras))
         return
     template.launch(a, b, None, out, 1.0, 0.0, _parse_config(config), epilogue=spec.text(),
-                    extras=tuple(extras))
+                    extras=tuple(extras), runner=runner)
 
 
 @gemm_epilogue_out.register_fake

@@ -120,9 +120,13 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
 
 def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,
                op: str, cache: bool = True, epilogue: str = "") -> CompileResult:
-    """The build itself, in this process: FlyDSL's environment is set for this build only,
-    under the cross-compiler's lock, with a fresh launcher (so a benchmarking process's
-    cached launchers keep their own state)."""
+    """The build itself, in this process (a build worker: FlyDSL's settings are this
+    process's environment, set for this build): trace and compile a fresh launcher for
+    ``arch`` and keep the compiled module's text (``result.artifact``, with its entry
+    point in ``result.entry``), from which the launching process makes a compiled
+    function without tracing (:mod:`.flydsl_runtime`). FlyDSL's disk cache serves a
+    variant built before."""
+    from . import flydsl_runtime
     from .cross_compile import compile_env, prepare_compile
     from .toolchain import rocm_path_for_compile
 
@@ -131,14 +135,14 @@ def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout
                                              layout=layout, op=op, **extra)
     if launcher is None:
         return result
-    env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "1",
+    env = {"FLYDSL_GPU_ARCH": arch, "COMPILE_ONLY": "0",
            "FLYDSL_RUNTIME_ENABLE_CACHE": "1" if cache else "0",
            "ROCM_PATH": rocm_path_for_compile(),
            "FLYDSL_DUMP_IR": "0", "FLYDSL_DEBUG_DUMP_ASM": "0"}  # dumping bypasses the cache
     start = time.perf_counter()
     with compile_env(env):
         try:
-            launcher(*args)
+            result.artifact, result.entry = flydsl_runtime.compile_artifact(launcher, args)
             result.ok = True
         except Exception as exc:  # compiler errors surface as many exception types
             result.error = f"build failed: {type(exc).__name__}: {exc}"[:4000]
@@ -169,38 +173,20 @@ class Build:
     result: CompileResult | None = None
     status: str = ""  # the catalog's job status: ok, failed, crashed, timeout
     deadline: float = 0.0  # time.monotonic() by which the pool must have reported it
-    owner: str = ""  # "pool" (built by a worker) or "here" (built by the waiting thread)
     finished_at: float | None = None  # time.monotonic() when it was done
-
-    def claim_here(self) -> bool:
-        """Take this build for the calling thread, unless a worker has taken it (or the
-        pool has given up on it)."""
-        if self.pool_run is None or not self.pool_run.take(self.index):
-            return False
-        self.owner = "here"
-        return True
 
     def finish(self, result: CompileResult | None, status: str,
                finished_at: float | None = None) -> None:
-        self.owner = self.owner or "pool"
         self.result, self.status = result, status
         self.finished_at = finished_at or time.monotonic()
         self.done.set()
 
     def wait(self) -> CompileResult | None:
-        """The build's outcome. A build no worker has taken yet is built right here, in
-        this thread, when a core is idle (fewer ready workers than CPUs): the benchmark
-        is blocked on it anyway. None when the outcome is unknown (the pool failed or is
-        late): the launch then compiles as it would without parallel builds."""
-        if self.done.is_set():
-            return self.result
-        if _idle_core() and self.claim_here():
-            job = self.job
-            result = build_here(job.template, job.config_json, arch=job.arch,
-                                dtype=job.dtype, layout=job.layout, op=job.op)
-            self.finish(result, "ok" if result.ok else "failed")
-            return result
-        self.done.wait(max(0.0, self.deadline - time.monotonic()))
+        """The build's outcome, from a build worker (never built in this process: a
+        build sets FlyDSL's process-wide settings, and a compiler abort would end the
+        compile). None when the outcome is unknown (the pool failed or is late)."""
+        if not self.done.is_set():
+            self.done.wait(max(0.0, self.deadline - time.monotonic()))
         return self.result
 
 
@@ -222,10 +208,6 @@ class BuildRun:
         if not ends or any(end is None for end in ends):
             return None
         return max(ends) - self.started
-
-    @property
-    def built_here(self) -> int:
-        return sum(1 for b in self.builds if b.owner == "here")
 
 
 _lock = threading.Lock()
@@ -264,36 +246,32 @@ def build_context() -> Any:
         return _context
 
 
-def build_pool() -> Any:
+def build_pool(min_workers: int = 0) -> Any:
     """This process's build pool (made on first use, and again when the worker setting
-    changed or the pool broke); None when parallel builds are off. Its workers are
-    started by its own thread, so this never waits for them."""
+    changed or the pool broke); None when parallel builds are off and ``min_workers`` is
+    0 (a launch asks for 1: every build runs in a worker). Its workers are started by its
+    own thread, so this never waits for them."""
     global _pool
     from .build_pool import WorkerPool
     from .catalog import BUILD_FN
 
-    workers = build_workers(MAX_WORKERS)
+    workers = max(min_workers, build_workers(MAX_WORKERS))
+    if workers < 1:
+        return _pool if _pool is not None and _pool.pid == os.getpid() else None
     context = build_context()
     with _lock:
         old = _pool
         if old is not None and old.pid != os.getpid():  # inherited by fork: not ours
             _pool = None
-        elif old is not None and (old.broken or old.n_workers != workers):
+        elif old is not None and (old.broken or old.n_workers < workers):
             _pool = None
             threading.Thread(target=old.shutdown, daemon=True).start()
-        if workers < 1:
-            return None
         if _pool is None:
             _pool = WorkerPool(workers, _timeout_s(), BUILD_FN, context=context,
                                warm_up_job=warm_up_job(), idle_exit_s=IDLE_EXIT_S)
             _pool.serve_in_background()
         _pool.timeout_s = _timeout_s()
         return _pool
-
-
-def _idle_core() -> bool:
-    pool = _pool
-    return pool is None or pool.ready_workers() < cpu_share()
 
 
 def prewarm() -> None:
@@ -323,20 +301,21 @@ def variant_key(template_hash: str, config_id: str, arch: str, dtype: str, layou
 
 
 def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str,
-                 layout: str, op: str, epilogue: str = "") -> dict[str, Build]:
+                 layout: str, op: str, epilogue: str = "",
+                 for_launch: bool = False) -> dict[str, Build]:
     """Start (in the background) the builds of ``configs`` not built or building in this
     process; returns config_id -> Build for every config. With the setting at 0, or a
-    single config, nothing is started and the map is empty (first launch compiles)."""
+    single config, nothing is started and the map is empty (the first launch builds);
+    ``for_launch``: a launch needs these builds now (a pool of at least one worker)."""
     from ..keys import stable_id
     from ..template_loader import template_source_hash
-    from .build_pool import ELSEWHERE
     from .catalog import Job, job_payload, job_result
 
     template_hash = template_source_hash(template)
     wanted = {stable_id(c.to_json()): c for c in configs}
-    if build_workers(len(wanted)) < 1 or len(wanted) < 2:
+    if not for_launch and (build_workers(len(wanted)) < 1 or len(wanted) < 2):
         return {}
-    pool = build_pool()
+    pool = build_pool(1 if for_launch else 0)
     if pool is None:
         return {}
     found: dict[str, Build] = {}
@@ -374,16 +353,14 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
         build.finish(outcome.result, outcome.status, event.finished_at)
 
     def on_done(pool_run: Any) -> None:
-        """What the pool closed is left to the launch (one the waiting thread took is
-        its own)."""
-        owners = pool_run.claims.owners(pool_run.base, len(pool_run.payloads))
-        for build, owner in zip(run.builds, owners, strict=True):
-            if not build.done.is_set() and owner != ELSEWHERE:
+        """A build the pool closed without a result is forgotten: the next launch of that
+        variant asks for it again."""
+        for build in run.builds:
+            if not build.done.is_set():
                 forget(build)
                 build.finish(None, "")
         if pool_run.error:
-            log.warning("inductor_flydsl: parallel FlyDSL builds failed (%s); candidates "
-                        "compile on first launch", pool_run.error)
+            log.warning("inductor_flydsl: parallel FlyDSL builds failed (%s)", pool_run.error)
         run.pool_finished = time.monotonic()
 
     settings = build_settings()
@@ -400,6 +377,30 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     log.debug("inductor_flydsl: building %d FlyDSL candidates in %d processes", len(jobs),
               run.workers)
     return found
+
+
+class FlydslBuildError(RuntimeError):
+    """A variant could not be built for a launch."""
+
+
+def build_for_launch(variant: Any) -> tuple[str, str]:
+    """The compiled module text and entry point of ``variant`` (a template's ``Variant``)
+    for a launch: its finished build of this process, else a build by a worker now
+    (one more try when the pool lost the first)."""
+    for _attempt in range(2):
+        builds = start_builds(variant.template, [variant.config], arch=variant.arch,
+                              dtype=variant.dtype, layout=variant.layout, op=variant.op,
+                              epilogue=variant.epilogue, for_launch=True)
+        if not builds:
+            raise FlydslBuildError("no build worker could be started")
+        build = next(iter(builds.values()))
+        result = build.wait()
+        if result is None:
+            continue  # the pool lost it (a broken pool is replaced on the next call)
+        if not result.ok or not result.artifact or not result.entry:
+            raise FlydslBuildError(f"build {build.status or 'failed'}: {result.error}")
+        return result.artifact, result.entry
+    raise FlydslBuildError("the build pool did not report the build")
 
 
 def forget_builds() -> None:

@@ -1,0 +1,116 @@
+"""The one place that touches FlyDSL's compiled-function internals (flydsl 0.5).
+
+FlyDSL's ``@flyc.jit`` launcher traces the whole kernel on every call before it looks at
+any cache (about 0.1 s of host time per call); only a ``flyc.CompiledFunction`` skips the
+trace. This project splits what ``flyc.compile`` does in one process across two:
+
+* a build worker traces and compiles the launcher for CPU placeholder arguments
+  (:func:`compile_artifact`): FlyDSL then compiles without touching a GPU runtime, and
+  the result is the compiled MLIR module as text (the host launcher with the GPU code
+  object embedded, about 20-100 KB), which is exactly what FlyDSL's own disk cache keeps
+  of a kernel;
+* the launching process turns that text into a compiled function
+  (:func:`compiled_function`) with the call layout FlyDSL derives from the launcher's
+  signature and the real arguments, and never traces: no MLIR pass runs and no FlyDSL
+  setting is read from the environment there.
+
+Nothing is pickled: the text is a string. What is used of FlyDSL beyond its public API
+(``CompiledFunction``'s slots, ``CompiledArtifact``'s state, ``_build_call_spec``) is
+listed in :data:`INTERNALS` and checked by :func:`problems` (tests, and the runner
+before its first launch), so a FlyDSL upgrade that changes them is reported by name.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+# (module, attribute, what this project needs of it)
+INTERNALS: tuple[tuple[str, str, str], ...] = (
+    ("flydsl.compiler.jit_function", "CompiledFunction",
+     "slots _call_spec, _backend, _keepalive; called with positional arguments"),
+    ("flydsl.compiler.jit_function", "_build_call_spec",
+     "(signature, arguments) -> the C ABI slots of one call"),
+    ("flydsl.compiler.jit_executor", "CompiledArtifact",
+     "__setstate__({'ir_text', 'entry'}) rebuilds a kernel from its compiled MLIR text; "
+     "_ir_text, _entry, _get_func_exe()"),
+    ("flydsl.compiler.jit_function", "JitFunction",
+     "_ensure_sig() and _sig: the launcher's signature"),
+)
+
+
+def problems() -> list[str]:
+    """What of :data:`INTERNALS` is missing in the installed FlyDSL (empty: all there)."""
+    import importlib
+
+    found: list[str] = []
+    for module_name, name, use in INTERNALS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            found.append(f"{module_name}: {exc}")
+            continue
+        if not hasattr(module, name):
+            found.append(f"{module_name}.{name} is gone (used for: {use})")
+    if not found:
+        from flydsl.compiler.jit_executor import CompiledArtifact
+        from flydsl.compiler.jit_function import CompiledFunction, JitFunction
+
+        for cls, members in ((CompiledFunction, ("_call_spec", "_backend", "_keepalive")),
+                             (CompiledArtifact, ("__setstate__", "_get_func_exe")),
+                             (JitFunction, ("_ensure_sig",))):
+            for member in members:
+                if not hasattr(cls, member):
+                    found.append(f"{cls.__module__}.{cls.__name__}.{member} is gone")
+    return found
+
+
+def compile_artifact(launcher: Callable, args: tuple) -> tuple[str, str]:
+    """Trace and compile ``launcher`` for ``args`` (CPU tensors are placeholders: no GPU
+    runtime is touched) in this process, with FlyDSL's settings as they are now; returns
+    ``(ir_text, entry)``: the compiled module's text and its host entry point. Runs in a
+    build worker (an LLVM fatal error ends only that process)."""
+    import flydsl.compiler as flyc
+
+    compiled = flyc.compile(launcher, *args)
+    if compiled is None:
+        raise RuntimeError("flyc.compile returned no compiled function (COMPILE_ONLY is set)")
+    artifact = compiled._keepalive
+    return artifact._ir_text, artifact._entry
+
+
+def _artifact(ir_text: str, entry: str) -> Any:
+    from flydsl.compiler.jit_executor import CompiledArtifact
+
+    artifact = CompiledArtifact.__new__(CompiledArtifact)
+    artifact.__setstate__({"ir_text": ir_text, "entry": entry})
+    return artifact
+
+
+@functools.cache
+def _signature(launcher: Any) -> Any:
+    launcher._ensure_sig()
+    return launcher._sig
+
+
+def compiled_function(launcher: Any, args: tuple, ir_text: str, entry: str) -> Callable:
+    """A compiled function that runs the kernel in ``ir_text`` when called with
+    ``args``-like positional arguments (the launcher's parameters, the stream last). Each
+    call makes a new artifact: its first call loads the GPU code object on the device
+    current then (a kernel module belongs to one device). No trace, no MLIR pass."""
+    from flydsl.compiler.jit_function import CompiledFunction, _build_call_spec
+
+    sig = _signature(launcher)
+    bound = sig.bind(*args)
+    bound.apply_defaults()
+    compiled = CompiledFunction(None, _artifact(ir_text, entry))
+    compiled._call_spec = _build_call_spec(sig, tuple(bound.arguments.values()))
+    compiled._backend = "rocm"
+    return compiled
+
+
+def load(compiled: Any) -> None:
+    """Create the compiled function's execution engine now (loading its code object on
+    the current device), instead of on its first launch."""
+    compiled._keepalive._get_func_exe()

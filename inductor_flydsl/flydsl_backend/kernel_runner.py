@@ -1,0 +1,322 @@
+"""How every FlyDSL kernel of this project is launched (the templates' ``launch`` calls
+:meth:`KernelRunner.run`): through a FlyDSL compiled function, never by calling the
+``@flyc.jit`` launcher (which re-traces the kernel on every call).
+
+* **Builds happen in build workers** (:mod:`.prebuild`'s pool): a worker compiles the
+  variant for the arch of the tensors' device (``FLYDSL_GPU_ARCH`` set in that worker
+  only) and returns the compiled module's text (:mod:`.flydsl_runtime`). This process
+  never traces, runs no MLIR pass, and changes no environment variable, so a launch on
+  another thread never sees a half-set FlyDSL setting, and a compiler abort ends a
+  worker, not the compile. A variant's text is reused by every shape (M, N and K are
+  kernel arguments).
+* **A compiled function per (variant, device, argument signature)**, in a bounded LRU
+  (:data:`ENV_MAX_KERNELS`, default 256): its code object is loaded on the device the
+  tensors live on (its first call runs with that device current), so a kernel never
+  launches with another device's module. Evicted ones are dropped with their MLIR
+  context and execution engine.
+* **Launch errors raise.** FlyDSL's runtime only prints a failed HIP call; after each
+  launch the runner asks HIP for the thread's last error (``hipGetLastError``) and raises
+  :class:`FlydslLaunchError`. A failed first launch (e.g. the module did not load) is
+  not cached, so the next launch loads again.
+
+The device side is a seam, :class:`DeviceRuntime`: :class:`RocmRuntime` (torch's ROCm
+device, stream and arch) in production; tests install one over a stand-in HIP library
+(``tests/fake_hip``) with :func:`use_runtime`, where CPU torch has no device or stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+log = logging.getLogger("inductor_flydsl")
+ENV_MAX_KERNELS = "INDUCTOR_FLYDSL_MAX_KERNELS"
+DEFAULT_MAX_KERNELS = 256
+HIP_LIBRARY = "libamdhip64.so.7"
+
+
+class FlydslLaunchError(RuntimeError):
+    """A FlyDSL kernel did not build, load or launch; nothing was written to ``out``."""
+
+
+class DeviceRuntime(Protocol):
+    """What a launch needs of the device it runs on."""
+
+    def reasons(self, device: Any) -> list[str]:
+        """Why kernels cannot be launched on ``device`` (empty: they can)."""
+
+    def arch(self, tensor: Any) -> str:
+        """The gfx arch of the device ``tensor`` lives on."""
+
+    def device_index(self, tensor: Any) -> int: ...
+
+    def current_device(self) -> int: ...
+
+    def current_stream(self, tensor: Any) -> Any:
+        """The stream a launch on ``tensor``'s device goes to by default (an int handle or
+        an object with ``cuda_stream``)."""
+
+    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
+        """Torch work (a split-K workspace and its reduction) on ``stream``."""
+
+    def device_scope(self, index: int) -> contextlib.AbstractContextManager:
+        """Device ``index`` current (a kernel module loads on the current device)."""
+
+    def before_launch(self, args: tuple) -> None: ...
+
+    def last_error(self) -> tuple[int, str]:
+        """HIP's last error of this thread, cleared: ``(code, name)``; code 0 = none."""
+
+
+class HipErrors:
+    """``hipGetLastError``/``hipGetErrorName`` of the HIP library in this process (loaded
+    by name: the one torch or FlyDSL's runtime already loaded)."""
+
+    def __init__(self, library: str = HIP_LIBRARY) -> None:
+        self._library = library
+        self._lib: Any = None
+
+    def _get(self) -> Any:
+        if self._lib is None:
+            lib = ctypes.CDLL(self._library)
+            lib.hipGetLastError.restype = ctypes.c_int
+            lib.hipGetErrorName.restype = ctypes.c_char_p
+            lib.hipGetErrorName.argtypes = [ctypes.c_int]
+            self._lib = lib
+        return self._lib
+
+    def last_error(self) -> tuple[int, str]:
+        lib = self._get()
+        code = lib.hipGetLastError()
+        if code == 0:
+            return 0, ""
+        return code, (lib.hipGetErrorName(code) or b"?").decode()
+
+
+class RocmRuntime:
+    """torch's ROCm devices and streams."""
+
+    def __init__(self) -> None:
+        self._errors = HipErrors()
+        self._verified: set[Any] = set()
+
+    def reasons(self, device: Any) -> list[str]:
+        if device in self._verified:
+            return []
+        from .eligibility import runtime_reasons
+
+        found = runtime_reasons(device)
+        if not found:
+            self._verified.add(device)
+        return found
+
+    def arch(self, tensor: Any) -> str:
+        from ..device import rocm_arch
+
+        return rocm_arch(tensor.device)
+
+    def device_index(self, tensor: Any) -> int:
+        return tensor.device.index or 0
+
+    def current_device(self) -> int:
+        import torch
+
+        return torch.cuda.current_device()
+
+    def current_stream(self, tensor: Any) -> Any:
+        import torch
+
+        return torch.cuda.current_stream(tensor.device).cuda_stream
+
+    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
+        import torch
+
+        if isinstance(stream, int):
+            stream = torch.cuda.ExternalStream(stream)
+        return torch.cuda.stream(stream)
+
+    def device_scope(self, index: int) -> contextlib.AbstractContextManager:
+        import torch
+
+        return torch.cuda.device(index)
+
+    def before_launch(self, args: tuple) -> None:
+        return None
+
+    def last_error(self) -> tuple[int, str]:
+        return self._errors.last_error()
+
+
+def _unit_dim(t: Any) -> int:
+    stride = t.stride()
+    return stride.index(1) if 1 in stride else -1
+
+
+def argument_signature(args: tuple) -> tuple:
+    """What FlyDSL specializes a compiled function on, per argument: a tensor's dtype,
+    rank and unit-stride dimension (its dynamic layout), a scalar's type."""
+    import torch
+
+    return tuple((a.dtype, a.dim(), _unit_dim(a)) if isinstance(a, torch.Tensor) else type(a)
+                 for a in args)
+
+
+class KernelRunner:
+    """Compiled FlyDSL kernels of this process and their launches."""
+
+    def __init__(self, runtime: DeviceRuntime, max_kernels: int | None = None) -> None:
+        self.runtime = runtime
+        self.max_kernels = max_kernels or _max_kernels()
+        self._compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._loading: dict[tuple, threading.Lock] = {}
+        self.loads = 0  # compiled functions made (a cache miss each)
+        self.evictions = 0
+
+    # ---- what the templates ask ----------------------------------------------------------
+    def arch(self, tensor: Any) -> str:
+        return self.runtime.arch(tensor)
+
+    def stream(self, tensor: Any, stream: Any = None) -> Any:
+        return self.runtime.current_stream(tensor) if stream is None else stream
+
+    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
+        return self.runtime.stream_scope(stream)
+
+    def run(self, variant: Any, args: tuple, stream: Any, tensor: Any) -> None:
+        """Launch ``variant`` (the template's ``Variant``) with the launcher's positional
+        ``args`` on ``stream``, on the device of ``tensor``."""
+        device = self.runtime.device_index(tensor)
+        key = (variant, device, argument_signature(args))
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            self._load_and_launch(key, variant, args, stream)
+            return
+        with contextlib.suppress(KeyError):  # evicted by another thread meanwhile
+            self._compiled.move_to_end(key)
+        if self.runtime.current_device() == device:
+            self._launch(compiled, variant, args, stream, first=False)
+        else:  # a kernel module belongs to its device: launch with that device current
+            with self.runtime.device_scope(device):
+                self._launch(compiled, variant, args, stream, first=False)
+
+    def _launch(self, compiled: Any, variant: Any, args: tuple, stream: Any, *,
+                first: bool) -> None:
+        self.runtime.before_launch(args)
+        compiled(*args, stream)
+        code, name = self.runtime.last_error()
+        if code:
+            what = "failed to load or launch" if first else "failed to launch"
+            raise FlydslLaunchError(f"FlyDSL kernel {_describe(variant)} {what}: "
+                                    f"{name} ({code})")
+
+    # ---- first launch of a key ---------------------------------------------------------
+    def _load_and_launch(self, key: tuple, variant: Any, args: tuple, stream: Any) -> None:
+        with self._lock:
+            gate = self._loading.setdefault(key, threading.Lock())
+        try:
+            with gate:
+                compiled = self._compiled.get(key)
+                if compiled is None:
+                    self._make(key, variant, args, stream)
+                    return
+            with self.runtime.device_scope(key[1]):
+                self._launch(compiled, variant, args, stream, first=False)
+        finally:
+            with self._lock:
+                self._loading.pop(key, None)
+
+    def _make(self, key: tuple, variant: Any, args: tuple, stream: Any) -> None:
+        """Build (in a worker) or reuse the variant's compiled module, make its compiled
+        function, load it on the key's device and launch it; cached only when that
+        worked."""
+        from ..template_loader import load_template
+        from . import flydsl_runtime
+        from .prebuild import FlydslBuildError, build_for_launch
+
+        try:
+            ir_text, entry = build_for_launch(variant)
+        except FlydslBuildError as exc:
+            raise FlydslLaunchError(f"FlyDSL kernel {_describe(variant)} was not built: "
+                                    f"{exc}") from exc
+        template = load_template(variant.template)
+        fused = {"epilogue": variant.epilogue} if variant.epilogue else {}
+        launcher = template.build_gemm(variant.config, dtype=variant.dtype,
+                                       layout=variant.layout, op=variant.op, arch=variant.arch,
+                                       **fused)
+        compiled = flydsl_runtime.compiled_function(launcher, (*args, stream), ir_text, entry)
+        self.runtime.last_error()  # start clean: only this load's and launch's errors count
+        with self.runtime.device_scope(key[1]):
+            flydsl_runtime.load(compiled)
+            self._launch(compiled, variant, args, stream, first=True)
+        with self._lock:
+            self._compiled[key] = compiled
+            self.loads += 1
+            while len(self._compiled) > self.max_kernels:
+                self._compiled.popitem(last=False)
+                self.evictions += 1
+
+    # ---- upkeep ----------------------------------------------------------------------------
+    def cached(self) -> int:
+        return len(self._compiled)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._compiled.clear()
+
+
+def _describe(variant: Any) -> str:
+    config = ",".join(f"{k}={v}" for k, v in variant.config.to_json().items())
+    extra = " with a fused epilogue" if variant.epilogue else ""
+    return (f"{variant.template} {variant.op} {variant.dtype} {variant.layout} "
+            f"{variant.arch} [{config}]{extra}")
+
+
+def _max_kernels() -> int:
+    text = os.environ.get(ENV_MAX_KERNELS, "").strip()
+    if not text:
+        return DEFAULT_MAX_KERNELS
+    try:
+        return max(1, int(text))
+    except ValueError:
+        log.warning("inductor_flydsl: %s=%r is not an integer; keeping %d compiled kernels",
+                    ENV_MAX_KERNELS, text, DEFAULT_MAX_KERNELS)
+        return DEFAULT_MAX_KERNELS
+
+
+_runner: KernelRunner | None = None
+_runner_lock = threading.Lock()
+
+
+def runner() -> KernelRunner:
+    """This process's runner (on :class:`RocmRuntime` unless a test installed another)."""
+    global _runner
+    current = _runner
+    if current is None:
+        with _runner_lock:
+            if _runner is None:
+                _runner = KernelRunner(RocmRuntime())
+            current = _runner
+    return current
+
+
+@contextlib.contextmanager
+def use_runtime(runtime: DeviceRuntime, max_kernels: int | None = None
+                ) -> Iterator[KernelRunner]:
+    """Launch through ``runtime`` (a fresh runner) inside the block: tests, on a stand-in
+    HIP library."""
+    global _runner
+    with _runner_lock:
+        saved, _runner = _runner, KernelRunner(runtime, max_kernels)
+        installed = _runner
+    try:
+        yield installed
+    finally:
+        with _runner_lock:
+            _runner = saved
