@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,4 +111,25 @@ def _falsy(value: str | None) -> bool:
 
 
 def enabled_by_env() -> bool:
-    return _truthy(os.environ.get(ENV_ENABLE))
+    """``INDUCTOR_FLYDSL=1``, except in the fork server of the plugin's own build workers:
+    it imports torch and the package to preload them, and enabling the plugin there would
+    start another build pool with its own fork server, which would do the same, without
+    end."""
+    return _truthy(os.environ.get(ENV_ENABLE)) and not in_build_fork_server()
+
+
+BUILD_SERVER_MARK = "inductor_flydsl.flydsl_backend.prebuild"  # in prebuild.PRELOAD
+
+
+def in_build_fork_server() -> bool:
+    """Whether this code runs while the build pool's fork server preloads its modules
+    (multiprocessing's forkserver ``main``, with :data:`BUILD_SERVER_MARK` in its preload
+    list); its forked workers never import torch or the package again."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "main" and code.co_filename.endswith("forkserver.py"):
+            preload = frame.f_locals.get("preload")
+            return isinstance(preload, list | tuple) and BUILD_SERVER_MARK in preload
+        frame = frame.f_back
+    return False

@@ -8,6 +8,12 @@ only (``inductor_flydsl/sweep/worker.py``):
   hang, for ``--timeout-s``);
 - ``INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL`` set: every multi-item batch's compile raises.
 
+And in any process (every child inherits PYTHONPATH):
+
+- ``INDUCTOR_FLYDSL_TEST_FORCE_ROCM`` = an arch (``gfx950``): the provider's runtime
+  check passes as on a ROCm GPU of that arch, so ``enable()`` starts the build pool (its
+  processes are what tests/flydsl/test_worker_processes.py counts).
+
 The product has no hook for this: the items module and the batch module are patched as
 they are imported (a meta-path finder wrapping their loaders).
 """
@@ -25,7 +31,9 @@ from typing import Any
 ENV_CRASH = "INDUCTOR_FLYDSL_SWEEP_TEST_CRASH"
 ENV_HANG = "INDUCTOR_FLYDSL_SWEEP_TEST_HANG"
 ENV_BATCH_FAIL = "INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL"
+ENV_FORCE_ROCM = "INDUCTOR_FLYDSL_TEST_FORCE_ROCM"
 ITEMS, BATCH = "inductor_flydsl.sweep.items", "inductor_flydsl.sweep.batch"
+PROVIDER = "inductor_flydsl.flydsl_backend.provider"
 
 
 def _in_worker() -> bool:
@@ -69,7 +77,12 @@ def _patch_batch(module: Any) -> None:
     module.batch_module = batch_module
 
 
-PATCHES = {ITEMS: _patch_items, BATCH: _patch_batch}
+def _patch_provider(module: Any) -> None:
+    arch = os.environ[ENV_FORCE_ROCM]
+    module.runtime_target = lambda device: (arch, [])
+
+
+PATCHES = {ITEMS: _patch_items, BATCH: _patch_batch, PROVIDER: _patch_provider}
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -94,5 +107,5 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-if any(os.environ.get(name) for name in (ENV_CRASH, ENV_HANG, ENV_BATCH_FAIL)):
+if any(os.environ.get(name) for name in (ENV_CRASH, ENV_HANG, ENV_BATCH_FAIL, ENV_FORCE_ROCM)):
     sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,191 @@
+"""FlyDSL kernels launched end to end on this CPU machine: the plugin's custom ops, the
+templates' ``launch``, the kernel runner, FlyDSL's real runtime (``libfly_jit_runtime.so``)
+and a stand-in HIP library (tests/fake_hip) in place of ROCm's.
+
+In the emulating mode the stand-in hands each launch (its code object, grid, block and
+kernarg bytes, as HIP receives them) to this project's ISA emulator, which runs it on the
+host memory its pointers name; the outputs are checked against torch. In the recording
+mode launches are only recorded: errors, devices, the compiled-kernel cache and the
+absence of tracing in the launching process are checked there. Builds run in the build
+pool's workers, as in a compile.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from inductor_flydsl.emulator.gemm import make_operands, random_epilogue_operands
+from inductor_flydsl.emulator.grouped import make_grouped_operands
+from inductor_flydsl.emulator.mx import make_mx_operands
+from inductor_flydsl.epilogue_spec import EpilogueSpec
+from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
+from inductor_flydsl.flydsl_backend.catalog import MX_REPRESENTATIVE
+from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
+from inductor_flydsl.numerics.gemm import validate_epilogue_output, validate_output
+from inductor_flydsl.template_loader import load_template
+from tests.fake_hip.harness import FakeHipRuntime, fake_hip
+
+pytestmark = pytest.mark.skipif(
+    not any(os.path.exists(os.path.join(d, "llvm-readelf-22")) for d in
+            os.environ.get("PATH", "").split(os.pathsep)),
+    reason="llvm-22 (llvm-readelf-22, llvm-objdump-22) reads the code objects")
+
+gemm = load_template("gemm_dense")
+SMALL = gemm.GemmConfig(tile_m=16, tile_n=32, tile_k=128, waves_m=1, waves_n=1, stages=2,
+                        group_m=1)
+SPLIT = gemm.GemmConfig(tile_m=16, tile_n=32, tile_k=128, waves_m=1, waves_n=1, stages=2,
+                        group_m=1, split_k=2)
+OPS = torch.ops.inductor_flydsl
+
+
+@pytest.fixture(scope="module")
+def hip(tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR",
+                          str(tmp_path_factory.mktemp("flydsl-cache")))
+    yield fake_hip(tmp_path_factory.mktemp("fake-hip"))
+    prebuild.shutdown_pool()
+    prebuild.forget_builds()
+
+
+@pytest.fixture
+def emulated(hip):
+    with kernel_runner.use_runtime(FakeHipRuntime(hip, emulate=True)) as runner:
+        yield runner
+    assert runner.runtime.emulation.errors == []
+
+
+@pytest.fixture
+def recorded(hip):
+    with kernel_runner.use_runtime(FakeHipRuntime(hip)) as runner:
+        yield runner
+
+
+def _config_json(config) -> str:
+    from inductor_flydsl.keys import canonical_json
+
+    return canonical_json(config.to_json())
+
+
+# ---- every template kind, correct through FlyDSL's runtime and the emulator -------------
+def test_dense_mm_with_tails(emulated) -> None:
+    a, b, _, out = make_operands("mm", "bf16", "nt", 40, 96, 256)
+    OPS.mm_out(a, b, out=out, config=_config_json(SMALL), alpha=1.5)
+    validate_output("mm", (a, b), out, 1.5, 0.0)
+    assert emulated.runtime.emulation.runs == 1
+
+
+def test_split_k_addmm_with_a_1xn_bias(emulated) -> None:
+    a, b, bias, out = make_operands("addmm", "bf16", "nt", 24, 64, 512)
+    row = bias.reshape(1, -1)  # (1, N), as Inductor may hand it
+    OPS.addmm_out(row, a, b, out=out, config=_config_json(SPLIT), alpha=1.0, beta=0.5)
+    validate_output("addmm", (bias, a, b), out, 1.0, 0.5)
+    assert emulated.runtime.emulation.runs == 1  # the partials; torch sums them
+
+
+def test_fused_epilogue(emulated) -> None:
+    text = EpilogueSpec.from_json({"operands": [{"kind": "col", "dtype": "bfloat16"}],
+                                   "steps": [["add", "acc", "x0"], ["relu", "s0"]],
+                                   "out_dtype": "bfloat16"}).text()
+    spec = EpilogueSpec.from_json(text)
+    a, b, _, _ = make_operands("mm", "bf16", "nt", 40, 64, 256)
+    (x0,) = random_epilogue_operands(gemm, spec, 40, 64)
+    out = torch.full((40, 64), float("nan"), dtype=torch.bfloat16)
+    OPS.gemm_epilogue_out(a, b, x0, x0, x0, x0, out=out, config=_config_json(SMALL),
+                          epilogue=text)
+    validate_epilogue_output(text, (a, b, x0), out)
+
+
+def test_grouped(emulated) -> None:
+    config = DEFAULT_GROUPED[0]
+    a, b, offs, out = make_grouped_operands("bf16", "nt", [5, 0, 20], 64, 128)
+    OPS.grouped_mm_out(a, b, offs, out=out, config=_config_json(config))
+    validate_output("grouped_mm", (a, b, offs), out, 1.0, 0.0)
+    assert torch.isnan(out[25:].float()).all()  # rows past the last group untouched
+
+
+def test_mx(emulated) -> None:
+    a, b, scale_a, scale_b, _, out = make_mx_operands("e4m3xe4m3_bf16", "mm", 64, 128, 512)
+    OPS.scaled_mm_out(a, b, scale_a, scale_b, out=out, config=_config_json(MX_REPRESENTATIVE))
+    validate_output("scaled_mm", (a, b, scale_a, scale_b), out, 1.0, 0.0)
+
+
+# ---- the launch path: no trace, no settings changed, errors raised, per device ---------
+def _mm(runner, config=SMALL, m: int = 32, out=None):
+    a, b, _, fresh = make_operands("mm", "bf16", "nt", m, 64, 256)
+    OPS.mm_out(a, b, out=fresh if out is None else out, config=_config_json(config))
+
+
+def test_launches_never_trace_or_touch_the_environment(recorded, hip, monkeypatch) -> None:
+    from flydsl.compiler.jit_function import JitFunction
+
+    traces = []
+    trace = JitFunction._trace
+    monkeypatch.setattr(JitFunction, "_trace",
+                        lambda self, *a, **k: traces.append(1) or trace(self, *a, **k))
+    before = dict(os.environ)
+    _mm(recorded)  # cold: built by a worker
+    for m in (16, 48, 200):  # warm, other shapes: the same compiled function
+        _mm(recorded, m=m)
+    assert traces == [] and dict(os.environ) == before
+    assert recorded.loads == 1 and hip.launch_count() == 4
+    launches = hip.launches()
+    assert len({r["module_id"] for r in launches}) == 1  # loaded once
+    assert [r["grid"][0] for r in launches] == [2 * 2, 1 * 2, 3 * 2, 13 * 2]
+    assert all(r["stream"] == recorded.runtime.stream_handle for r in launches)
+    assert all(len(r["kernarg"]) == launches[0]["kernarg"].__len__() > 0 for r in launches)
+
+
+def test_launch_errors_raise_and_the_next_launch_works(recorded, hip) -> None:
+    _mm(recorded)
+    hip.fail_next(launches=1)
+    with pytest.raises(kernel_runner.FlydslLaunchError, match="hipErrorLaunchFailure"):
+        _mm(recorded)
+    _mm(recorded)
+    assert hip.launch_count() == 3  # the failed one reached HIP too
+
+
+def test_a_failed_module_load_raises_and_is_not_cached(recorded, hip) -> None:
+    hip.fail_next(loads=1)
+    with pytest.raises(kernel_runner.FlydslLaunchError, match="load or launch"):
+        _mm(recorded)
+    assert recorded.cached() == 0
+    _mm(recorded)  # loads again
+    assert recorded.cached() == 1 and recorded.loads == 1
+
+
+def test_a_kernel_is_loaded_on_each_device_it_runs_on(recorded, hip) -> None:
+    hip.set_device_count(2)
+    recorded.runtime.device = 1
+    _mm(recorded)
+    _mm(recorded)
+    recorded.runtime.device = 0
+    _mm(recorded)
+    launches = hip.launches()
+    assert [(r["module_device"], r["device"]) for r in launches] == [(1, 1), (1, 1), (0, 0)]
+    assert launches[0]["module_id"] == launches[1]["module_id"] != launches[2]["module_id"]
+    assert recorded.loads == 2
+
+
+def test_compiled_kernels_are_bounded(hip) -> None:
+    other = gemm.GemmConfig(tile_m=32, tile_n=32, tile_k=128, waves_m=1, waves_n=1,
+                            stages=2, group_m=1)
+    with kernel_runner.use_runtime(FakeHipRuntime(hip), max_kernels=1) as runner:
+        _mm(runner)
+        _mm(runner, other)
+        _mm(runner)  # evicted: loaded again
+        assert runner.cached() == 1 and runner.evictions == 2 and runner.loads == 3
+
+
+def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
+    from inductor_flydsl.flydsl_backend import prebuild as pb
+
+    def broken(variant):
+        raise pb.FlydslBuildError("build failed: injected")
+
+    monkeypatch.setattr(pb, "build_for_launch", broken)
+    with pytest.raises(kernel_runner.FlydslLaunchError, match="not built: build failed"):
+        _mm(recorded, gemm.GemmConfig(tile_m=64, tile_n=32, tile_k=128, waves_m=1,
+                                      waves_n=1, stages=2, group_m=1))

@@ -1,0 +1,95 @@
+"""``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered starts one build pool: its
+fork server imports torch (so the plugin's ``torch.backends`` entry point runs there) and
+must not enable the plugin again, or every fork server would start another one.
+
+Run for real: a child process with ``INDUCTOR_FLYDSL=1`` and the provider's runtime check
+forced to pass (tests/faults/sitecustomize.py, inherited by every descendant), whose
+descendants are counted from /proc after the pool is warm and a few more seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FAULTS = REPO / "tests" / "faults"
+
+CHILD = r"""
+import json, os, time
+import torch  # the entry point enables the plugin (INDUCTOR_FLYDSL=1)
+import inductor_flydsl
+from inductor_flydsl.flydsl_backend import prebuild
+
+ready = prebuild.wait_ready(120)
+time.sleep(float(os.environ["SETTLE_S"]))  # a fork-server chain grows about every 3 s
+
+
+def children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def descendants(pid, depth=1):
+    out = []
+    for child in children(pid):
+        out.append((child, depth))
+        out.extend(descendants(child, depth + 1))
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+procs = {pid: [depth, cmdline(pid)] for pid, depth in descendants(os.getpid())}
+pool = prebuild._pool
+print(json.dumps({"enabled": inductor_flydsl.active_settings() is not None, "ready": ready,
+                  "workers": pool.n_workers if pool else 0,
+                  "procs": procs}))
+"""
+
+
+@pytest.mark.slow
+def test_enabled_plugin_starts_one_pool_and_its_server_only(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
+    env.update({"INDUCTOR_FLYDSL": "1", "INDUCTOR_FLYDSL_DB": str(tmp_path / "t.db"),
+                "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_TEST_FORCE_ROCM": "gfx950",
+                "INDUCTOR_FLYDSL_BUILD_JOBS": "2", "SETTLE_S": "8",
+                "FLYDSL_RUNTIME_CACHE_DIR": str(tmp_path / "flydsl"),
+                "PYTHONPATH": os.pathsep.join([str(FAULTS), str(REPO),
+                                               env.get("PYTHONPATH", "")]),
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["enabled"] and data["ready"], data
+    procs = data["procs"]  # pid -> [depth below the child, command line]
+    servers = [c for d, c in procs.values() if d == 1 and "forkserver" in c]
+    trackers = [c for d, c in procs.values() if "resource_tracker" in c]
+    workers = [c for d, c in procs.values() if d == 2 and "forkserver" in c]
+    # before the fix: every server's preload enabled the plugin again, which started
+    # another server (and resource tracker) below it, one level every few seconds
+    assert len(servers) == 1 and len(trackers) == 1, procs
+    assert max(d for d, _ in procs.values()) == 2, procs
+    assert data["workers"] == 2 and len(workers) <= 2, procs
+    assert len(procs) <= data["workers"] + 2, procs  # the workers, the server, the tracker
