@@ -26,6 +26,13 @@ from typing import Any
 
 HIDDEN, FFN, KV = 4096, 14336, 1024
 
+
+def _runner() -> Any:
+    """The launch runner of Inductor's generated code (same launch path)."""
+    from inductor_flydsl.flydsl_backend.kernel_runner import runner
+
+    return runner()
+
 # name -> (N, K, epilogue spec (JSON), how the model computes it from y = x @ W.T, extras)
 CASES: dict[str, tuple[int, int, dict[str, Any]]] = {
     # SwiGLU: the gate projection with silu(gate) * up (up computed beforehand)
@@ -121,11 +128,12 @@ def epilogue_case(name: str, m: int, arch: str, device: Any,
         try:
             if gemm.epilogue_reason(config, op="mm", epilogue=text) is None:
                 gemm.launch(a, b, None, out, 1.0, 0.0, config, epilogue=text,
-                            extras=tuple(extras))
+                            extras=tuple(extras), runner=_runner())
                 fused[config] = bench_ms(lambda c=config: gemm.launch(
-                    a, b, None, out, 1.0, 0.0, c, epilogue=text, extras=tuple(extras)))
+                    a, b, None, out, 1.0, 0.0, c, epilogue=text, extras=tuple(extras),
+                        runner=_runner()))
             def separate(c: Any = config) -> Any:
-                gemm.launch(a, b, None, plain, 1.0, 0.0, c)
+                gemm.launch(a, b, None, plain, 1.0, 0.0, c, runner=_runner())
                 return apply(plain, extras)
 
             separate()
@@ -134,7 +142,8 @@ def epilogue_case(name: str, m: int, arch: str, device: Any,
             row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
     if fused:
         best = min(fused, key=fused.__getitem__)
-        gemm.launch(a, b, None, out, 1.0, 0.0, best, epilogue=text, extras=tuple(extras))
+        gemm.launch(a, b, None, out, 1.0, 0.0, best, epilogue=text, extras=tuple(extras),
+            runner=_runner())
         expected = reference(spec, torch.mm(a.double(), b.double()), extras).double()
         report = check_close(out, expected, "bf16" if spec.out_dtype == "bfloat16" else
                              "fp16" if spec.out_dtype == "float16" else "fp32", k,

@@ -87,6 +87,15 @@ if str(ROOT) not in sys.path:  # run from a source checkout without installing
 EXIT_OK, EXIT_NUMERICS, EXIT_ENV = 0, 1, 2
 
 
+def _runner() -> Any:
+    """The launch runner Inductor's generated code uses (kernels built by the build
+    workers, launched through FlyDSL compiled functions): timings here are of the same
+    launch path."""
+    from inductor_flydsl.flydsl_backend.kernel_runner import runner
+
+    return runner()
+
+
 @dataclass(frozen=True)
 class Preflight:
     ok: bool
@@ -210,7 +219,7 @@ def numerics_case(config: Any, *, dtype: str, layout: str, op: str,
     row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "layout": layout,
                            "op": op, "shape": [m, n, k], "batch": nb, "pad": pad}
     try:
-        gemm.launch(a, b, bias, out, alpha, beta, config)
+        gemm.launch(a, b, bias, out, alpha, beta, config, runner=_runner())
         torch.cuda.synchronize(device)
     except Exception as exc:  # a compile or launch error is a failed case, not a crash
         return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -318,13 +327,14 @@ def speed_case(shape: tuple[int, int, int], arch: str, device: Any, triton_mm: A
         if k % config.tile_k or k < config.tile_k:
             continue
         try:
-            gemm.launch(a, b, None, out, 1.0, 0.0, config)
-            timings[config] = bench_ms(lambda c=config: gemm.launch(a, b, None, out, 1.0, 0.0, c))
+            gemm.launch(a, b, None, out, 1.0, 0.0, config, runner=_runner())
+            timings[config] = bench_ms(lambda c=config: gemm.launch(a, b, None, out, 1.0, 0.0, c,
+                runner=_runner()))
         except Exception as exc:
             row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
     if timings:
         best = min(timings, key=timings.__getitem__)
-        gemm.launch(a, b, None, out, 1.0, 0.0, best)
+        gemm.launch(a, b, None, out, 1.0, 0.0, best, runner=_runner())
         ref = torch.mm(a.double(), b.double())
         row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
                    flydsl_configs_timed=len(timings),
@@ -384,7 +394,7 @@ def grouped_numerics_case(config: Any, *, dtype: str, layout: str, group_rows: l
     row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "layout": layout,
                            "scenario": scenario, "group_rows": group_rows, "n": n, "k": k}
     try:
-        grouped.launch(a, b, offs, out, config)
+        grouped.launch(a, b, offs, out, config, runner=_runner())
         torch.cuda.synchronize(device)
     except Exception as exc:  # a compile or launch error is a failed case, not a crash
         return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -470,13 +480,14 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
         if k % config.tile_k or k < config.tile_k * max(1, config.stages - 1):
             continue
         try:
-            grouped.launch(x, w, offs, out, config)
-            timings[config] = bench_ms(lambda c=config: grouped.launch(x, w, offs, out, c))
+            grouped.launch(x, w, offs, out, config, runner=_runner())
+            timings[config] = bench_ms(lambda c=config: grouped.launch(x, w, offs, out, c,
+                runner=_runner()))
         except Exception as exc:
             row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
     if timings:
         best = min(timings, key=timings.__getitem__)
-        grouped.launch(x, w, offs, out, best)
+        grouped.launch(x, w, offs, out, best, runner=_runner())
         ref = grouped_reference(x, w, offs)
         row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
                    flydsl_numerics_ok=check_close(out, ref, "bf16", k).ok)
@@ -571,7 +582,7 @@ def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int,
     row: dict[str, Any] = {"config": config.to_json(), "dtype": dtype, "op": op,
                            "shape": [m, n, k]}
     try:
-        mx.launch(a, b, scale_a, scale_b, bias, out, config)
+        mx.launch(a, b, scale_a, scale_b, bias, out, config, runner=_runner())
         torch.cuda.synchronize(device)
     except Exception as exc:  # a compile or launch error is a failed case, not a crash
         return {**row, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -653,14 +664,14 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
     timings = {}
     for config in candidate_configs(problem, arch):
         try:
-            mx.launch(a, b, scale_a, scale_b, None, out, config)
+            mx.launch(a, b, scale_a, scale_b, None, out, config, runner=_runner())
             timings[config] = bench_ms(
-                lambda c=config: mx.launch(a, b, scale_a, scale_b, None, out, c))
+                lambda c=config: mx.launch(a, b, scale_a, scale_b, None, out, c, runner=_runner()))
         except Exception as exc:
             row.setdefault("flydsl_errors", []).append(f"{config}: {exc}"[:200])
     if timings:
         best = min(timings, key=timings.__getitem__)
-        mx.launch(a, b, scale_a, scale_b, None, out, best)
+        mx.launch(a, b, scale_a, scale_b, None, out, best, runner=_runner())
         row.update(flydsl_ms=timings[best], flydsl_config=best.to_json(),
                    flydsl_numerics_ok=check_mx(out, a, b.t(), scale_a, scale_b).ok)
     else:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import configs, suites
+from inductor_flydsl.flydsl_backend import configs, kernel_runner, suites
 from inductor_flydsl.template_loader import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,13 +108,14 @@ def test_split_k_launch_replays_under_graph_capture(device, op):
     bias = torch.randn(n, device=device).to(torch.bfloat16) if op == "addmm" else None
     out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
     alpha, beta = (0.5, -2.0) if op == "addmm" else (1.0, 0.0)
-    gemm.launch(a, b, bias, out, alpha, beta, config)  # compiles outside the capture
+    gemm.launch(a, b, bias, out, alpha, beta, config,
+        runner=kernel_runner.runner())  # compiles outside the capture
     torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        gemm.launch(a, b, bias, out, alpha, beta, config)
+        gemm.launch(a, b, bias, out, alpha, beta, config, runner=kernel_runner.runner())
     for seed in range(2):
         torch.manual_seed(seed)
         a.copy_(torch.randn(m, k, device=device))

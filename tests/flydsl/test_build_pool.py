@@ -208,7 +208,7 @@ def test_builds_use_the_callers_flydsl_settings_made_after_the_pool_started(
     finally:
         prebuild.shutdown_pool()
         prebuild.forget_builds()
-    assert all(r is not None and r.ok for r in results)
-    assert run.workers_ready == 2 and run.built_here == 0  # warm workers, no idle core
+    assert all(r is not None and r.ok and r.artifact and r.entry for r in results)
+    assert run.workers_ready == 2  # warm workers
     assert len(list(cache.rglob("*.pkl"))) == 3
     assert not (tmp_path / "before").exists()  # the warm-up compile is not cached
