@@ -98,6 +98,7 @@ MFMA_MNEMONIC = {
     ("gfx942", "fp16"): "v_mfma_f32_16x16x16_f16",
 }
 MAX_SPAN_ELEMENTS = 2**31 - 1  # element offsets are computed in int32
+MAX_WORKSPACE_BYTES = 256 * 2**20  # a split-K launch's fp32 partials, at most
 
 
 @dataclass(frozen=True)
@@ -1051,6 +1052,22 @@ def infer_layout(a, b) -> str:
     return "".join(letters)
 
 
+def workspace_reason(config: GemmConfig, m: int, n: int) -> str | None:
+    """Why a split-K launch of an ``m x n`` output cannot have its workspace: its
+    ``split_k x M x N`` fp32 partials are addressed with int32 element offsets and held
+    in GPU memory (at most :data:`MAX_WORKSPACE_BYTES`); None when it can (or no split)."""
+    if config.split_k == 1:
+        return None
+    elements = config.split_k * m * n
+    if elements > MAX_SPAN_ELEMENTS:
+        return (f"split-K workspace {config.split_k}x{m}x{n} has {elements} elements, past "
+                "the kernel's int32 offsets")
+    if 4 * elements > MAX_WORKSPACE_BYTES:
+        return (f"split-K workspace {config.split_k}x{m}x{n} takes {4 * elements} bytes, "
+                f"over {MAX_WORKSPACE_BYTES}")
+    return None
+
+
 def split_k_workspace(config: GemmConfig, out):
     """The fp32 partials of a split-K launch, ``(split_k, M, N)`` on ``out``'s device and
     from torch's allocator (its caching allocator on a GPU: no host sync, and private to
@@ -1061,6 +1078,9 @@ def split_k_workspace(config: GemmConfig, out):
 
     if out.dim() != 2:
         raise ValueError(f"split_k={config.split_k} needs a 2-D out (mm or addmm)")
+    reason = workspace_reason(config, out.shape[0], out.shape[1])
+    if reason:
+        raise ValueError(reason)
     return torch.empty((config.split_k, *out.shape), dtype=torch.float32, device=out.device)
 
 

@@ -323,7 +323,7 @@ def test_numerics_harness_operands_and_reference(monkeypatch, layout, op):
     vr = _load_validate_rocm()
     seen = []
 
-    def torch_launch(a, b, bias, out, alpha, beta, config, stream=None, drop_k=0):
+    def torch_launch(a, b, bias, out, alpha, beta, config, stream=None, drop_k=0, runner=None):
         args = gemm.launcher_args(a, b, bias, out, alpha, beta)  # the kernel's own checks
         assert gemm.infer_layout(a, b) == layout
         req = gemm.divisibility_requirements(config, op, layout)

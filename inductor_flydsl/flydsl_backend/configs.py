@@ -143,7 +143,8 @@ def prune_for_shape(
     first.
 
     Drops configs the kernel cannot run (K not a multiple of ``tile_k * split_k``, or
-    shorter than the pipeline; split-K for ``bmm``) and tiles much larger than the problem
+    shorter than the pipeline; split-K for ``bmm``, or whose split-K workspace is past
+    int32 offsets or its memory cap: ``workspace_reason``) and tiles much larger than the problem
     (``tile_m`` above M rounded up to a power of two, at least 16; same for N). Ranks the
     rest by padded work (wasted MACs on tails), then by how well the workgroups (output
     tiles times ``split_k``) fill the GPU, then:
@@ -162,6 +163,7 @@ def prune_for_shape(
     for config in configs:
         req = _tpl.divisibility_requirements(config, op, "nt")
         if (k % req["k_multiple"] or k < req["k_min"] or _tpl.split_k_reason(config, op)
+                or _tpl.workspace_reason(config, m, n)
                 or config.tile_m > m_cap or config.tile_n > n_cap):
             continue
         padded = _ceil_to(m, config.tile_m) * _ceil_to(n, config.tile_n)

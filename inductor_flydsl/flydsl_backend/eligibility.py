@@ -319,6 +319,8 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
     dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
     space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
         default_configs(arch, dtype)
+    if problem.dynamic:  # no split-K: its workspace grows with an M no check bounds
+        space = [c for c in space if c.split_k == 1]
     m, n, k = problem.mnk
     if search_space.upper() == "EXHAUSTIVE":
         limit = max(limit, 64)

@@ -209,6 +209,8 @@ class KernelRunner:
     def _launch(self, compiled: Any, variant: Any, args: tuple, stream: Any, *,
                 first: bool) -> None:
         self.runtime.before_launch(args)
+        if not first:  # (a first launch keeps its load's errors: cleared before the load)
+            self.runtime.last_error()  # clear what an earlier HIP call, not ours, left
         compiled(*args, stream)
         code, name = self.runtime.last_error()
         if code:

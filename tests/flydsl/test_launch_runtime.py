@@ -189,3 +189,40 @@ def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
     with pytest.raises(kernel_runner.FlydslLaunchError, match="not built: build failed"):
         _mm(recorded, gemm.GemmConfig(tile_m=64, tile_n=32, tile_k=128, waves_m=1,
                                       waves_n=1, stages=2, group_m=1))
+
+
+# ---- the split-K workspace ------------------------------------------------------------
+def test_split_k_workspace_is_counted() -> None:
+    from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
+
+    big = gemm.GemmConfig(tile_m=16, tile_n=64, tile_k=64, waves_m=1, waves_n=2, stages=2,
+                          group_m=1, split_k=8)
+    assert "int32 offsets" in gemm.workspace_reason(big, 4096, 128256)  # 16.8 GB
+    assert "bytes" in gemm.workspace_reason(big, 1024, 16384)
+    assert gemm.workspace_reason(big, 16, 4096) is None
+    assert all(c.split_k == 1 for c in prune_for_shape(list(DEFAULT), 4096, 128256, 4096))
+    assert any(c.split_k > 1 for c in prune_for_shape(list(DEFAULT), 16, 4096, 8192))
+    with pytest.raises(ValueError, match="int32 offsets"):
+        gemm.split_k_workspace(big, torch.empty(4096, 128256, dtype=torch.bfloat16,
+                                                device="meta"))
+
+
+def test_dynamic_m_is_offered_no_split_k() -> None:
+    import dataclasses
+
+    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.problem import synthetic_problem
+
+    static = synthetic_problem("mm", 16, 4096, 8192, dtype="bfloat16", layout="nt")
+    dynamic = dataclasses.replace(static, symbolic=((0,), (), (0,)))
+    assert any(c.split_k > 1 for c in candidate_configs(static, "gfx950"))
+    assert all(c.split_k == 1 for c in candidate_configs(dynamic, "gfx950"))
+
+
+def test_a_launch_past_the_workspace_cap_is_computed_by_aten(recorded, hip,
+                                                              monkeypatch) -> None:
+    monkeypatch.setattr(gemm, "MAX_WORKSPACE_BYTES", 1024)
+    a, b, bias, out = make_operands("addmm", "bf16", "nt", 24, 64, 512)
+    OPS.addmm_out(bias, a, b, out=out, config=_config_json(SPLIT), alpha=1.0, beta=1.0)
+    validate_output("addmm", (bias, a, b), out, 1.0, 1.0)
+    assert hip.launch_count() == 0
