@@ -3,7 +3,8 @@
 # 1. the whole suite with this torch, two test files at a time (pytest-xdist, a file's
 #    tests on one worker so module fixtures are built once), then the tests marked
 #    `serial` (they measure timing noise) alone;
-# 2. the Inductor-integration tests (tests/core, the FlyDSL CPU integration tests) again
+# 2. the Inductor-integration tests (tests/core, the FlyDSL CPU integration tests, the
+#    launches through FlyDSL's runtime over the stand-in HIP library) again
 #    in .venv-torch-next, the newest torch release installable here (scripts/install.sh
 #    makes it), with INDUCTOR_FLYDSL_OTHER_PYTHON naming this environment's python, so the
 #    upgrade tests record with the older release and compile with the newer one: those
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 NEXT=".venv-torch-next/bin/python"
 JOBS="${INDUCTOR_FLYDSL_TEST_JOBS:-2}"
-INTEGRATION=(tests/core tests/flydsl/test_inductor_integration_cpu.py)
+INTEGRATION=(tests/core tests/flydsl/test_inductor_integration_cpu.py
+             tests/flydsl/test_launch_runtime.py tests/flydsl/test_autotune_through_runtime.py)
 
 "$PY" -m pytest -q -n "$JOBS" --dist loadfile -m "not serial" "$@"
 "$PY" -m pytest -q -m serial

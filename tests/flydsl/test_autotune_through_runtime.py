@@ -26,7 +26,7 @@ from inductor_flydsl.flydsl_backend import kernel_runner, prebuild, provider
 from tests.fake_hip.harness import FakeHipRuntime, fake_hip
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 
-pytestmark = [needs_llvm, pytest.mark.slow]
+pytestmark = [needs_llvm, pytest.mark.slow, pytest.mark.both_releases]
 
 
 @pytest.fixture
