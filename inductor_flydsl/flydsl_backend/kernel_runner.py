@@ -105,6 +105,7 @@ class RocmRuntime:
     def __init__(self) -> None:
         self._errors = HipErrors()
         self._verified: set[Any] = set()
+        self._archs: dict[Any, str] = {}
 
     def reasons(self, device: Any) -> list[str]:
         if device in self._verified:
@@ -117,9 +118,13 @@ class RocmRuntime:
         return found
 
     def arch(self, tensor: Any) -> str:
-        from ..device import rocm_arch
+        device = tensor.device
+        arch = self._archs.get(device)
+        if arch is None:
+            from ..device import rocm_arch
 
-        return rocm_arch(tensor.device)
+            arch = self._archs[device] = str(rocm_arch(device))
+        return arch
 
     def device_index(self, tensor: Any) -> int:
         return tensor.device.index or 0

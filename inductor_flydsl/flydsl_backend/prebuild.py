@@ -14,23 +14,23 @@ imported torch and FlyDSL once (:func:`build_context`); each worker then compile
 throwaway kernel (:func:`warm_up_job`, not cached), so the first shape's builds pay
 neither the imports nor FlyDSL's first compile in a process.
 
-Each build compiles with ``COMPILE_ONLY=1`` into FlyDSL's disk cache, with the FlyDSL
+Each build compiles in a worker, for the arch the launch's device has, with the FlyDSL
 settings (``FLYDSL_*``, e.g. ``FLYDSL_RUNTIME_CACHE_DIR``) the compiling process has when
-it starts the builds, so the cache key is the one the launch computes. A candidate's
-``benchmark`` needs only its own build. If no worker has taken it yet and a core is
-idle (fewer ready workers than CPUs: the workers are still warming up, or the setting
-allows fewer), the benchmarking thread builds it itself; else it waits for a worker.
-A failed build makes the candidate ``failed`` without a launch; a built one launches,
-traces and finds its binary on disk (FlyDSL traces before every cache lookup, so that
-part of the first launch stays here).
+it starts the builds, and returns the compiled module's text (``CompileResult.artifact``):
+the kernel runner (:mod:`.kernel_runner`) makes a FlyDSL compiled function from it, so no
+launch traces. No build runs in the compiling process (a build sets FlyDSL's
+process-wide settings, and an LLVM fatal error would end the compile). A candidate's
+``benchmark`` waits for its own build; a failed build makes the candidate ``failed``
+without a launch. A launch of a variant no run built (a graph loaded from the FX graph
+cache, a sweep, validation) asks for its build here too (:func:`build_for_launch`).
 
 A variant's binary does not depend on M, N or K (they are kernel arguments), so builds
 are kept per process by (template hash, config, arch, dtype, layout, op): the next shape
 with the same variants waits for nothing.
 
 Settings: ``INDUCTOR_FLYDSL_BUILD_JOBS`` = the number of worker processes (default: the
-CPUs this process may use; ``0`` turns parallel builds off: candidates compile on first
-launch as before). ``INDUCTOR_FLYDSL_BUILD_TIMEOUT_S`` (default 300) per build.
+CPUs this process may use; ``0`` turns parallel builds off: each variant is built by one
+worker at its first launch). ``INDUCTOR_FLYDSL_BUILD_TIMEOUT_S`` (default 300) per build.
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     settings = build_settings()
     payloads = [job_payload(job, {"settings": settings}) for job in jobs]
     pool_run = pool.submit(payloads, on_event, on_done)
-    if pool_run is None:  # broken or full: first launches compile
+    if pool_run is None:  # broken or full: first launches ask again
         for build in run.builds:
             forget(build)
             build.finish(None, "")

@@ -138,6 +138,24 @@ def test_launches_never_trace_or_touch_the_environment(recorded, hip, monkeypatc
     assert all(len(r["kernarg"]) == launches[0]["kernarg"].__len__() > 0 for r in launches)
 
 
+def test_the_arch_comes_from_the_device_not_the_environment(hip, monkeypatch) -> None:
+    """The runtime says gfx942 while this process's FlyDSL setting says gfx950: the worker
+    builds for gfx942 (the code object HIP is handed names it)."""
+    import tempfile
+    from pathlib import Path
+
+    from inductor_flydsl.emulator.code_object import metadata
+
+    monkeypatch.setenv("FLYDSL_GPU_ARCH", "gfx950")
+    with kernel_runner.use_runtime(FakeHipRuntime(hip, arch="gfx942")) as runner:
+        _mm(runner)
+    (launch,) = hip.launches()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.hsaco"
+        path.write_bytes(launch["image"])
+        assert "gfx942" in str(metadata(path)["amdhsa.target"])
+
+
 def test_launch_errors_raise_and_the_next_launch_works(recorded, hip) -> None:
     _mm(recorded)
     hip.fail_next(launches=1)
