@@ -78,8 +78,9 @@ def _patch_batch(module: Any) -> None:
 
 
 def _patch_provider(module: Any) -> None:
-    arch = os.environ[ENV_FORCE_ROCM]
-    module.runtime_target = lambda device: (arch, [])
+    arch = os.environ.get(ENV_FORCE_ROCM)
+    if arch:
+        module.runtime_target = lambda device: (arch, [])
 
 
 PATCHES = {ITEMS: _patch_items, BATCH: _patch_batch, PROVIDER: _patch_provider}
