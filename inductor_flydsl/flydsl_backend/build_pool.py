@@ -12,9 +12,7 @@ every pending future). Here:
   gets each run's payloads once and takes the run's next free job from :class:`Claims`
   (a flag per job in shared memory, under a process-shared lock) without asking the
   parent. The parent only collects results, so a parent thread that holds the GIL (a
-  FlyDSL build in the compiling process runs MLIR's pass manager under the GIL for up to
-  ~0.3 s) leaves no finished worker idle. A thread of the parent may take a job itself
-  (:meth:`PoolRun.take`); no worker builds it then.
+  compile's Python work) leaves no finished worker idle.
 * **Failures stay with their job.** A job that exceeds ``timeout_s`` has its worker
   killed and is reported ``timeout``; a worker that dies (abort, segfault, OOM kill) is
   reported as its current job's ``crashed``; a fresh worker takes over. Workers ignore
@@ -76,11 +74,6 @@ class PoolRun:
     error: str | None = None  # why the pool gave up on it
     crashed: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)
-
-    def take(self, index: int) -> bool:
-        """Take job ``index`` for the calling thread unless a worker has (or it is
-        closed); True when the caller now builds it."""
-        return self.claims.take(self.base + index, ELSEWHERE)
 
     def close_free(self) -> None:
         """No worker may take the jobs still free (they are left to the caller)."""

@@ -97,20 +97,6 @@ def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(importable: str
     assert all(e.kind == "result" for e in events)
 
 
-def test_a_job_taken_by_a_parent_thread_is_not_run_by_a_worker(importable: str) -> None:
-    pool = build_pool.WorkerPool(2, 60, importable)
-    events: list = []
-    lock = threading.Lock()
-    try:
-        run = pool.submit(_payloads(6, 0.05), _collect(events, lock))
-        assert run is not None and run.take(3)  # before any worker started
-        pool.serve_until(run)
-        assert not run.take(3) and not run.take(0)  # taken: by us, by a worker
-    finally:
-        pool.shutdown()
-    assert sorted(e.index for e in events) == [0, 1, 2, 4, 5]
-
-
 def test_warm_workers_serve_runs_in_turn_and_a_crash_costs_its_job(
         importable: str, tmp_path: Path) -> None:
     """A kept pool: workers warm up once (marker files), serve two runs, and a job that
