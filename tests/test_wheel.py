@@ -41,7 +41,17 @@ for path in paths:
         winners.append({"expected": row["candidate_id"],
                         "found": found.candidate_id if found else None,
                         "source": found.source if found else None})
+import importlib, pkgutil
+import_failures = []
+for info in pkgutil.walk_packages(inductor_flydsl.__path__, "inductor_flydsl."):
+    if info.name.endswith(".__main__"):  # runs the command line when imported
+        continue
+    try:
+        importlib.import_module(info.name)
+    except Exception as exc:
+        import_failures.append(f"{info.name}: {type(exc).__name__}: {exc}")
 print(json.dumps({"package": inductor_flydsl.__file__, "dbs": [str(p) for p in paths],
+                  "import_failures": import_failures,
                   "templates": str(templates_dir()), "template_version": template_version(),
                   "winners": winners}))
 """
@@ -54,6 +64,11 @@ def test_wheel_in_fresh_venv_finds_shipped_dbs(tmp_path: Path) -> None:
                     str(dist), str(REPO)], check=True, capture_output=True, text=True)
     wheel = next(dist.glob("inductor_flydsl-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
+    packages = {p.parent.relative_to(REPO).as_posix().replace("/", ".")
+                for p in (REPO / "inductor_flydsl").rglob("__init__.py")}
+    shipped = {n.rsplit("/", 1)[0].replace("/", ".") for n in names
+               if n.endswith("/__init__.py")}
+    assert packages <= shipped, f"packages missing from the wheel: {packages - shipped}"
     assert "inductor_flydsl_tuning_db/cpu_smoke_winners.db" in names
     assert "inductor_flydsl_tuning_db/flydsl_compile_catalog.db" in names
     assert {f"inductor_flydsl_templates/{n}.py" for n in (
@@ -72,6 +87,7 @@ def test_wheel_in_fresh_venv_finds_shipped_dbs(tmp_path: Path) -> None:
     data = json.loads(out.stdout.strip().splitlines()[-1])
     site = str(venv)
     assert data["package"].startswith(site), data["package"]
+    assert data["import_failures"] == []  # every module of the package imports from the wheel
     assert data["templates"].startswith(site)
     assert {Path(p).name for p in data["dbs"]} >= {"cpu_smoke_winners.db",
                                                    "flydsl_compile_catalog.db"}
