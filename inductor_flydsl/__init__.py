@@ -146,4 +146,8 @@ def stats() -> dict[str, Any]:
 
 
 if enabled_by_env():
-    enable()
+    try:
+        enable()
+    except Exception as exc:  # never make `import torch` (the entry point) or this import fail
+        warnings.warn(f"inductor_flydsl: INDUCTOR_FLYDSL=1 but the plugin stays off: {exc}",
+                      stacklevel=2)

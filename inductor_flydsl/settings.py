@@ -84,7 +84,11 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     env_db = os.environ.get(ENV_DB)
     path = Path(db_path) if db_path is not None else Path(env_db) if env_db else default_db_path()
     env_mode = os.environ.get(ENV_MODE)
-    chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
+    try:
+        chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
+    except ValueError as exc:
+        where = "mode=" if mode is not None else f"{ENV_MODE}="
+        raise ValueError(f"{where}{(mode if mode is not None else env_mode)!r}: {exc}") from exc
     return Settings(db_path=path.expanduser(), mode=chosen,
                     use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
                     use_buckets=_truthy(os.environ.get(ENV_BUCKETS)),
