@@ -84,11 +84,11 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     env_db = os.environ.get(ENV_DB)
     path = Path(db_path) if db_path is not None else Path(env_db) if env_db else default_db_path()
     env_mode = os.environ.get(ENV_MODE)
+    given, where = (mode, "mode") if mode is not None else (env_mode, ENV_MODE)
     try:
-        chosen = Mode.parse(mode if mode is not None else env_mode or Mode.READWRITE)
+        chosen = Mode.parse(given or Mode.READWRITE)
     except ValueError as exc:
-        where = "mode=" if mode is not None else f"{ENV_MODE}="
-        raise ValueError(f"{where}{(mode if mode is not None else env_mode)!r}: {exc}") from exc
+        raise ValueError(f"{where}={given!r}: {exc}") from exc
     return Settings(db_path=path.expanduser(), mode=chosen,
                     use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
                     use_buckets=_truthy(os.environ.get(ENV_BUCKETS)),
@@ -122,7 +122,8 @@ def enabled_by_env() -> bool:
     return _truthy(os.environ.get(ENV_ENABLE)) and not in_build_fork_server()
 
 
-BUILD_SERVER_MARK = "inductor_flydsl.flydsl_backend.prebuild"  # in prebuild.PRELOAD
+# a module the build pool's fork server preloads (prebuild.PRELOAD names it from here)
+BUILD_SERVER_MARK = "inductor_flydsl.flydsl_backend.prebuild"
 
 
 def in_build_fork_server() -> bool:

@@ -16,8 +16,9 @@ trace. This project splits what ``flyc.compile`` does in one process across two:
 
 Nothing is pickled: the text is a string. What is used of FlyDSL beyond its public API
 (``CompiledFunction``'s slots, ``CompiledArtifact``'s state, ``_build_call_spec``) is
-listed in :data:`INTERNALS` and checked by :func:`problems` (tests, and the runner
-before its first launch), so a FlyDSL upgrade that changes them is reported by name.
+listed in :data:`INTERNALS` and checked by :func:`problems` (in CI,
+``tests/flydsl/test_launch_runtime.py``), so a FlyDSL upgrade that changes them is
+reported by name.
 """
 
 from __future__ import annotations

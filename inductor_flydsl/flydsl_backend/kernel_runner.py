@@ -273,10 +273,6 @@ class KernelRunner:
     def cached(self) -> int:
         return len(self._compiled)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._compiled.clear()
-
 
 def _describe(variant: Any) -> str:
     config = ",".join(f"{k}={v}" for k, v in variant.config.to_json().items())

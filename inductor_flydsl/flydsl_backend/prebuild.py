@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..noise import cpu_count
+from ..settings import BUILD_SERVER_MARK
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
@@ -226,7 +227,7 @@ def _build_cost(config: dict[str, int]) -> int:
 
 # Imported once by the fork server; every build worker is forked from it with these
 # loaded, so a worker starts in milliseconds instead of importing torch and FlyDSL.
-PRELOAD = ["torch", "flydsl.compiler", "inductor_flydsl.flydsl_backend.prebuild",
+PRELOAD = ["torch", "flydsl.compiler", BUILD_SERVER_MARK,  # this module
            "inductor_flydsl.flydsl_backend.catalog"]
 _context: Any = None
 

@@ -69,6 +69,12 @@ def _config_json(config) -> str:
     return canonical_json(config.to_json())
 
 
+def test_the_flydsl_internals_the_launch_path_uses_are_there() -> None:
+    from inductor_flydsl.flydsl_backend import flydsl_runtime
+
+    assert flydsl_runtime.problems() == []
+
+
 # ---- every template kind, correct through FlyDSL's runtime and the emulator -------------
 def test_dense_mm_with_tails(emulated) -> None:
     a, b, _, out = make_operands("mm", "bf16", "nt", 40, 96, 256)

@@ -93,3 +93,10 @@ def test_enabled_plugin_starts_one_pool_and_its_server_only(tmp_path: Path) -> N
     assert max(d for d, _ in procs.values()) == 2, procs
     assert data["workers"] == 2 and len(workers) <= 2, procs
     assert len(procs) <= data["workers"] + 2, procs  # the workers, the server, the tracker
+
+
+def test_the_fork_server_mark_is_a_module_it_preloads() -> None:
+    from inductor_flydsl.flydsl_backend import prebuild
+    from inductor_flydsl.settings import BUILD_SERVER_MARK
+
+    assert prebuild.__name__ == BUILD_SERVER_MARK and BUILD_SERVER_MARK in prebuild.PRELOAD
