@@ -29,7 +29,7 @@ from .errors import AsmError
 LLVM_VERSIONS = (22, 21, 20)
 _INSN_RE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[0-9A-Fa-f ]+(?:<(\S+)\+0x([0-9a-f]+)>"
                       r"|<(\S+)>)?\s*$")
-_BRANCH_RE = re.compile(r"^(s_c?branch\w*|s_call_b64|s_getpc\w*)\b")
+_BRANCH_RE = re.compile(r"^s_c?branch\w*\b")  # s_branch, s_cbranch_*: a label operand
 
 
 def llvm_tool(name: str) -> str:
@@ -97,7 +97,7 @@ def _instructions(disassembly: str, kernel: str) -> list[str]:
         if match is None:
             continue
         text, address = match.group(1), int(match.group(2), 16)
-        if _BRANCH_RE.match(text) and text.split()[0].startswith(("s_branch", "s_cbranch")):
+        if _BRANCH_RE.match(text):
             symbol, offset = match.group(3) or match.group(5), match.group(4)
             if symbol != kernel:
                 raise AsmError(f"branch out of {kernel}: {line.strip()}")
