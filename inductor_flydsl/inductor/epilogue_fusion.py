@@ -43,7 +43,7 @@ import torch
 from ..epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step, reference
 from ..keys import stable_id
 from ..version import __version__
-from . import internals
+from . import internals, user_passes
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -341,16 +341,18 @@ def fuse_epilogues(graph: torch.fx.Graph,
     return fused
 
 
-class EpilogueFusionPass(internals.CustomGraphPass):
-    """``config.post_grad_custom_post_pass`` while the plugin is on: runs the pass that was
-    there before, then :func:`fuse_epilogues` where the gate allows."""
+class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
+    """``config.post_grad_custom_post_pass`` while the plugin is on: runs the value that
+    was there before (a user's passes, in any form torch accepts: ``user_passes``) as
+    Inductor would, then :func:`fuse_epilogues` where the gate allows. Inference-aware, so
+    Inductor hands it ``is_inference`` for the user's inference-aware passes; a framework
+    that calls it with the graph alone gets ``is_inference=False`` passed on."""
 
     def __init__(self, inner: Any = None) -> None:
         self.inner = inner
 
-    def __call__(self, graph: torch.fx.Graph) -> None:
-        if self.inner is not None:
-            self.inner(graph)
+    def __call__(self, graph: torch.fx.Graph, is_inference: bool = False) -> None:
+        user_passes.run_graph_passes(self.inner, graph, is_inference)
         gate = _gate
         if gate is None:
             return
@@ -364,11 +366,14 @@ class EpilogueFusionPass(internals.CustomGraphPass):
             _count(count)
 
     def uuid(self) -> Any:
+        """The plugin's own identity and the user's passes' ``uuid()``s; ``None`` (Inductor
+        bypasses its FX-graph cache) where the user's passes alone would make it bypass."""
         from ..software import template_version
 
-        inner_uuid = getattr(self.inner, "uuid", None)
-        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(),
-                inner_uuid() if callable(inner_uuid) else repr(self.inner))
+        inner = user_passes.graph_passes_uuid(self.inner)
+        if inner is None:
+            return None
+        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(), inner)
 
 
 _gate: Callable[[torch.fx.Node], bool] | None = None

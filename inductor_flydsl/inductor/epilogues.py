@@ -30,7 +30,7 @@ from typing import Any
 from ..db.store import EpilogueDecision
 from ..keys import stable_id
 from ..problem import Problem
-from . import internals
+from . import internals, user_passes
 from .candidates import backend_of, candidate_id
 from .serving import ChoiceTimes
 
@@ -213,20 +213,12 @@ def _buffer_names(snode: Any) -> list[str]:
         return []
 
 
-class PostFusionObserver(internals.CustomSchedulerPass):
-    """The value of ``config._post_fusion_custom_pass`` while the plugin is on: runs the
-    pass that was there before (a user's), then :func:`observe`. A ``CustomSchedulerPass``
-    (anything else makes Inductor bypass its FX-graph cache), picklable by value, so the
-    cache key (which holds Inductor's config) names the inner pass too; the observer
-    itself changes no code."""
+class _Observer:
+    """Runs the ``_post_fusion_custom_pass`` that was there before (a user's), then
+    :func:`observe`; the observation itself changes no code."""
 
     def __init__(self, inner: Callable[[list[Any]], list[Any]] | None = None) -> None:
         self.inner = inner
-
-    def uuid(self) -> Any:
-        inner_uuid = getattr(self.inner, "uuid", None)
-        return ("inductor_flydsl.PostFusionObserver",
-                inner_uuid() if callable(inner_uuid) else repr(self.inner))
 
     def __call__(self, nodes: list[Any]) -> list[Any]:
         if self.inner is not None:
@@ -238,21 +230,45 @@ class PostFusionObserver(internals.CustomSchedulerPass):
             return nodes
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PostFusionObserver) and other.inner == self.inner
+        return type(other) is type(self) and other.inner == self.inner  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((PostFusionObserver, self.inner))
+        return hash((type(self), self.inner))
+
+
+class PostFusionObserver(_Observer, internals.CustomSchedulerPass):
+    """The observer over no pass or a user's ``CustomSchedulerPass``: a
+    ``CustomSchedulerPass`` itself (anything else makes Inductor bypass its FX-graph
+    cache), picklable by value, its ``uuid()`` naming the user's pass by the pass's own
+    ``uuid()``."""
+
+    def uuid(self) -> Any:
+        return ("inductor_flydsl.PostFusionObserver",
+                user_passes.scheduler_pass_uuid(self.inner))
+
+
+class UncachedPostFusionObserver(_Observer):
+    """The observer over a user's plain callable: like that callable, no
+    ``CustomSchedulerPass``, so Inductor bypasses its FX-graph cache exactly as it would
+    without the plugin."""
+
+
+def observer_for(inner: Any) -> _Observer:
+    """The observer wrapping ``inner`` (the current ``_post_fusion_custom_pass``)."""
+    if inner is None or isinstance(inner, internals.CustomSchedulerPass):
+        return PostFusionObserver(inner)
+    return UncachedPostFusionObserver(inner)
 
 
 def install_observer() -> None:
     config = internals.config
     current = config._post_fusion_custom_pass
-    if not isinstance(current, PostFusionObserver):
-        config._post_fusion_custom_pass = PostFusionObserver(current)
+    if not isinstance(current, _Observer):
+        config._post_fusion_custom_pass = observer_for(current)
 
 
 def uninstall_observer() -> None:
     config = internals.config
     current = config._post_fusion_custom_pass
-    if isinstance(current, PostFusionObserver):
+    if isinstance(current, _Observer):
         config._post_fusion_custom_pass = current.inner
