@@ -6,6 +6,8 @@ A result depends only on what can change it:
   with the build on CPU; on a GPU also the BLAS library ATen prefers, ``hipblaslt``,
   ``cublas``, ...);
 - Triton: torch and triton;
+- Inductor's own handling of a GEMM and its epilogue (a ``subgraph`` candidate): torch,
+  triton and, on a GPU, the BLAS library (it may compile to either);
 - FlyDSL: flydsl and the candidate's own template source hash (recorded in its config),
   so changing one template leaves every other template's rows, and ATen's, exact.
 
@@ -42,9 +44,9 @@ def result_changes(backend: str, config: Mapping[str, Any], recorded: Mapping[st
                            f"{now or 'absent'}")
         return changes
     changes = _differs("torch", recorded.get("torch"), current.torch)
-    if backend == "triton":
+    if backend in ("triton", "subgraph"):  # a subgraph may be compiled to Triton kernels
         changes += _differs("triton", recorded.get("triton"), current.triton)
-    elif device_kind != "cpu":
+    if backend != "triton" and device_kind != "cpu":  # ATen's BLAS (in a subgraph too)
         changes += _differs("BLAS", recorded.get("blas"), current.blas)
     return changes
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..keys import canonical_json
 from . import internals
 from .choice_state import state_of
 
@@ -17,7 +18,18 @@ def candidate_id(choice: Any) -> str:
         key = choice.hash_key()
     except Exception:  # a backend without hash_key: fall back to its name
         key = None
-    return str(key) if key else str(choice.name)
+    key = str(key) if key else str(choice.name)
+    patches = _config_patches(choice)
+    # A subgraph's hash_key() names its graph only; the Inductor settings it is compiled
+    # with (max-autotune, its backends, ...) change its time just as much.
+    return f"{key}|config_patches={canonical_json(patches)}" if patches else key
+
+
+def _config_patches(choice: Any) -> dict[str, Any]:
+    patches = getattr(choice, "config_patches", None)
+    if not isinstance(patches, dict):
+        return {}
+    return {str(k): v if _jsonable(v) else repr(v) for k, v in sorted(patches.items())}
 
 
 def backend_of(choice: Any) -> str:
@@ -54,4 +66,8 @@ def config_of(choice: Any) -> dict[str, Any]:
         return {}
     if not isinstance(info, dict):
         return {}
-    return {str(k): v for k, v in info.items() if _jsonable(v)}
+    config = {str(k): v for k, v in info.items() if _jsonable(v)}
+    patches = _config_patches(choice)
+    if patches:
+        config["config_patches"] = patches
+    return config

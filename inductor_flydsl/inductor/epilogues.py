@@ -79,21 +79,97 @@ def note_selection(node: Any, chosen: Any | None, problem: Problem, device: Any,
         notes[name] = NotedSelection(problem, device, chosen, served)
 
 
-def _op_names(snode: Any) -> list[str]:
-    """The ATen ops a scheduler node computes, from its FX origins (``relu``, ``add``)."""
+def _origins(snode: Any) -> set[Any]:
+    """The FX nodes (``call_function``) a scheduler node was lowered from."""
     node = getattr(snode, "node", None)
-    origins = getattr(node, "origins", None) or ()
-    names = set()
-    for origin in origins:
-        target = getattr(origin, "target", None)
-        if getattr(origin, "op", None) != "call_function" or target is None:
-            continue
-        text = getattr(target, "__name__", None) or str(target)
-        parts = str(text).split(".")
-        if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "self", "out"):
-            parts = parts[:-1]
-        names.add(parts[-1])
-    return sorted(names)
+    return {o for o in getattr(node, "origins", None) or ()
+            if getattr(o, "op", None) == "call_function"}
+
+
+def _op_name(origin: Any) -> str:
+    """An FX node's ATen op, short (``relu``, ``add``)."""
+    text = getattr(origin.target, "__name__", None) or str(origin.target)
+    parts = str(text).split(".")
+    if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "self", "out"):
+        parts = parts[:-1]
+    return parts[-1]
+
+
+def _graph_order(origins: set[Any]) -> dict[Any, int]:
+    order: dict[Any, int] = {}
+    for graph in {getattr(o, "graph", None) for o in origins} - {None}:
+        for index, node in enumerate(graph.nodes):
+            if node in origins:
+                order[node] = index
+    return order
+
+
+def epilogue_nodes(snode: Any, group: Sequence[Any],
+                   consumers: Sequence[Any]) -> tuple[list[Any], set[Any]]:
+    """The FX nodes of a GEMM's epilogue, in graph order, and those of them fused into its
+    kernel. The GEMM's own nodes are the roots of its scheduler node's origins (none of
+    their inputs is among them); the epilogue is every origin of the fused nodes and of
+    the consumers that uses a GEMM node's result, directly or through other epilogue
+    nodes (a template's origins include its fused epilogue's ops: they count as fused)."""
+    own = _origins(snode)
+    roots = {o for o in own if not any(a in own for a in o.all_input_nodes)}
+    fused_origins = own.union(*(_origins(n) for n in group if n is not snode)) - roots
+    candidates = fused_origins.union(*(_origins(n) for n in consumers)) - roots
+    found: set[Any] = set()
+    frontier = list(roots)
+    while frontier:
+        for user in frontier.pop().users:
+            if user in candidates and user not in found:
+                found.add(user)
+                frontier.append(user)
+    order = _graph_order(found)
+    ordered = sorted(found, key=lambda n: order.get(n, 0))
+    return ordered, {n for n in found if n in fused_origins}
+
+
+def _tensor_pattern(value: Any) -> list[str]:
+    """A tensor operand's broadcast pattern: per dimension "1" (broadcast) or "n"."""
+    shape = getattr(value, "shape", None)
+    return ["1" if str(d) == "1" else "n" for d in shape] if shape is not None else []
+
+
+def _constant(value: Any) -> Any:
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return repr(value)  # exact, and JSON keeps inf/nan as text
+    if isinstance(value, list | tuple):
+        return [_constant(v) for v in value]
+    return f"{type(value).__name__}:{value}"  # a dtype, a device, a layout, a memory format
+
+
+def epilogue_steps(nodes: Sequence[Any], gemm: set[Any]) -> list[dict[str, Any]]:
+    """The exact identity of an epilogue: each op in order with its operands (the GEMM's
+    result, an earlier step, an outside tensor's dtype and broadcast pattern, or a
+    constant) and its result's dtype."""
+    index = {node: i for i, node in enumerate(nodes)}
+
+    def operand(arg: Any) -> Any:
+        if hasattr(arg, "op") and hasattr(arg, "meta"):  # an FX node
+            if arg in index:
+                return {"step": index[arg]}
+            if arg in gemm:
+                return {"gemm": True}
+            val = arg.meta.get("val")
+            return {"tensor": str(getattr(val, "dtype", "?")).removeprefix("torch."),
+                    "broadcast": _tensor_pattern(val)} if hasattr(val, "shape") else \
+                {"value": _constant(val)}
+        if isinstance(arg, list | tuple):
+            return [operand(a) for a in arg]
+        return {"const": _constant(arg)}
+
+    steps = []
+    for node in nodes:
+        val = node.meta.get("val")
+        steps.append({"op": _op_name(node), "args": [operand(a) for a in node.args],
+                      "kwargs": {k: operand(v) for k, v in sorted(node.kwargs.items())},
+                      "dtype": str(getattr(val, "dtype", "?")).removeprefix("torch.")})
+    return steps
 
 
 def _consumers(snode: Any, group: Sequence[Any]) -> list[Any]:
@@ -114,15 +190,16 @@ def _is_multi_template(snode: Any) -> bool:
 
 def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDecision:
     """The decision for one noted GEMM node inside its (possibly fused) scheduler node."""
-    fused_nodes = [n for n in group if n is not snode]
-    own = set(_op_names(snode))  # an epilogue node's origins include the GEMM's own op
-    fused_ops = sorted({op for n in fused_nodes for op in _op_names(n)} - own)
-    separate_ops = sorted({op for n in _consumers(snode, group) for op in _op_names(n)}
-                          - own)
-    epilogue = {"ops": sorted({*fused_ops, *separate_ops}), "fused": fused_ops,
-                "separate": separate_ops}
-    epilogue_id = stable_id({"ops": epilogue["ops"]})
-    fused = bool(fused_nodes)
+    consumers = _consumers(snode, group)
+    nodes, fused_set = epilogue_nodes(snode, group, consumers)
+    gemm = _origins(snode) - set(nodes)
+    fused_ops = [_op_name(n) for n in nodes if n in fused_set]
+    separate_ops = [_op_name(n) for n in nodes if n not in fused_set]
+    steps = epilogue_steps(nodes, gemm)
+    epilogue = {"ops": [_op_name(n) for n in nodes], "fused": fused_ops,
+                "separate": separate_ops, "steps": steps}
+    epilogue_id = stable_id({"steps": steps})
+    fused = bool(fused_ops)
     if note.chosen is not None or not _is_multi_template(snode):
         chosen = note.chosen
         gemm_ms = DECIDED.get(chosen) if chosen is not None else None

@@ -84,10 +84,20 @@ class SelectionContext:
     problem: Problem | None = None  # the DB key, once the preprocessing step made it
     source: str | None = None  # where served timings came from ("db:<path>"), if any
     pending: PendingRecord | None = None  # set by the feedback saver
+    # a partial hit: the served candidates' recorded results, recorded again with the
+    # new measurements so the next compile is served in full (``_carried``)
+    carried: list[CandidateResult] = dataclasses.field(default_factory=list)
+    # candidates whose precompile failed (Inductor marked them failed and dropped them)
+    precompile_failed: list[Any] = dataclasses.field(default_factory=list)
 
 
 _current: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(
     "inductor_flydsl_selection", default=None)
+# The size hint Inductor autotunes at, when it is not the graph's own (multi-kernel hints:
+# ``config.multi_kernel_hints``): the problem key holds the graph's hint, so timings at
+# another one are neither served nor recorded.
+_hint_override: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "inductor_flydsl_hint_override", default=None)
 
 
 class PluginState:
@@ -132,6 +142,9 @@ class PluginSelector(internals.AlgorithmSelectorCache):
                  choices: Any, *args: Any, **kwargs: Any) -> dict[Any, float]:
         """Inductor's benchmark of ``choices``, except that a served candidate gets its
         recorded time instead (``serving.py``); what is benchmarked is remembered."""
+        if _hint_override.get() is not None or kwargs.get("hint_override") is not None:
+            return super().autotune(name, input_nodes, layout, input_gen_fns, choices,
+                                    *args, **kwargs)
         served = serving.SERVED.pick(choices)
         todo = [c for c in choices if c not in served]
         measured: dict[Any, float] = {}
@@ -143,10 +156,33 @@ class PluginSelector(internals.AlgorithmSelectorCache):
         timings = {**served, **measured}
         return {c: timings[c] for c in choices if c in timings}
 
+    def do_autotuning(self, *args: Any, **kwargs: Any) -> Any:
+        """Inductor's autotune of one selection at one size hint (its feedback savers run
+        inside): remembers a hint other than the graph's own."""
+        token = _hint_override.set(kwargs.get("hint_override"))
+        try:
+            return super().do_autotuning(*args, **kwargs)
+        finally:
+            _hint_override.reset(token)
+
     def make_precompile_fn(self, choices: Any, *args: Any, **kwargs: Any) -> Any:
         """Precompiles only what will be benchmarked: a served candidate is never built
-        for benchmarking (the one Inductor picks is built by its final codegen)."""
-        return super().make_precompile_fn(serving.unserved(choices), *args, **kwargs)
+        for benchmarking (the one Inductor picks is built by its final codegen). The
+        candidates whose precompile failed (Inductor marks them ``failed`` and drops
+        them) are remembered, so they are recorded as failed and not built again."""
+        todo = serving.unserved(choices)
+        precompile = super().make_precompile_fn(todo, *args, **kwargs)
+        ctx = _current.get()
+        if ctx is None:
+            return precompile
+
+        def precompile_and_note(*a: Any, **k: Any) -> Any:
+            try:
+                return precompile(*a, **k)
+            finally:
+                ctx.precompile_failed = [c for c in todo if getattr(c, "failed", False)]
+
+        return precompile_and_note
 
 
 def _with_routing(name: str, input_nodes: Any, args: tuple, kwargs: dict,
@@ -267,6 +303,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
                 state.stats.bump("dynamic_hits" if problem.dynamic else "hits")
             else:  # candidates the record lacks (a backend turned on since) are benchmarked
                 state.stats.bump("partial_hits")
+                ctx.carried = _carried(selection, choices)
             log.debug("inductor_flydsl: %s: %d of %d candidates served from %s",
                       problem.summary(), len(timings), len(choices), selection.source)
             return choices
@@ -289,6 +326,17 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
     if db.settings.use_buckets:
         return _bucket_winner(state, problem, device, software, choices)
     return choices
+
+
+def _carried(selection: Any, choices: Sequence[Any]) -> list[CandidateResult]:
+    """The recorded results of the candidates a partial hit serves, to record again beside
+    the new measurements (under this software, in the user's DB): the next compile then
+    finds one complete record and is served in full, whichever candidate wins. Each says
+    where it came from (in ``error``, which an ok row otherwise leaves empty)."""
+    ids = {candidate_id(c) for c in choices}
+    note = f"carried from {selection.source} (recorded {selection.recorded_at})"
+    return [dataclasses.replace(r, error=note if r.status == STATUS_OK else r.error)
+            for r in selection.results if r.candidate_id in ids]
 
 
 def _bucket_winner(state: PluginState, problem: Problem, device: Any, software: Any,
@@ -345,22 +393,27 @@ def _result_of(choice: Any, timing: float) -> CandidateResult:
 
 
 def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
-                  choices: Sequence[Any], profiled_fn: Any, precompile_times: Any) -> None:
+                  choices: Sequence[Any], *_more: Any, **_named: Any) -> None:
     """Inductor's feedback saver: the timings it selects with (served or benchmarked).
-    Every candidate it benchmarked is recorded once its choice is known."""
+    Every candidate it benchmarked is recorded once its choice is known. Inductor passes
+    two more arguments (a profiling thunk and the precompile times, unused here); any it
+    adds later are accepted too, so a new torch cannot make the call itself fail."""
     state = _state
     if state is None or not timings or not is_gemm_op(name):
         return
+    if _hint_override.get() is not None:
+        return  # timings at another size hint than the problem key's
     try:
         for choice, ms in timings.items():
             epilogues.DECIDED.set(choice, float(ms))
         measured = [c for c in timings if c not in serving.SERVED]
-        if not measured:
-            return  # every time was served from the DB: nothing new to record
-        layout = next(iter(timings)).layout
         ctx = _current.get()
         if ctx is not None and ctx.name != name:
             ctx = None  # not this selection's context
+        failed = list(ctx.precompile_failed) if ctx is not None else []
+        if not measured and not failed:
+            return  # every time was served from the DB: nothing new to record
+        layout = next(iter(timings)).layout
         try:
             problem = ctx.problem if ctx is not None and ctx.problem is not None else \
                 key_problem(name, input_nodes, layout, choices)
@@ -370,12 +423,19 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         state.stats.bump("benchmarked")
         prior = ctx.prior if ctx is not None else None
         confidence = None
-        if state.tuning_db.can_write():  # finalists re-measured: spread and machine load
+        if measured and state.tuning_db.can_write():  # finalists re-measured: spread, load
             gen_fns = ctx.input_gen_fns if ctx is not None else None
             mine = {c: timings[c] for c in measured}
             results, confidence = with_confidence(
                 results, measured, mine, serving.MEASURED.pick(measured), input_nodes,
                 layout, gen_fns)
+        results += [CandidateResult(candidate_id(c), backend_of(c), str(c.name),
+                                    config_of(c), None, status=STATUS_FAILED,
+                                    error="precompile failed (Inductor's log says why)")
+                    for c in failed if c not in timings]
+        if ctx is not None:  # a partial hit's served results, recorded with the new ones
+            new = {r.candidate_id for r in results}
+            results += [r for r in ctx.carried if r.candidate_id not in new]
         pending = PendingRecord(_device_of(layout), problem, results, confidence, prior)
         if ctx is not None:
             ctx.pending = pending  # recorded when Inductor has made its choice

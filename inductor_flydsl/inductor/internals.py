@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,8 @@ INTERNALS: tuple[Internal, ...] = (
              members=("__call__(name, choices, input_nodes, layout, input_gen_fns)",
                       "autotune(name, input_nodes, layout, input_gen_fns, choices)",
                       "make_precompile_fn(choices)",
+                      "do_autotuning(name, input_nodes, layout, input_gen_fns, inputs_key,"
+                      " choices, precompile_fn; hint_override)",
                       "benchmark_in_current_process(choices, input_nodes, layout, "
                       "input_gen_fns)")),
     Internal("get_algorithm_selector_cache", _SA, "get_algorithm_selector_cache",
@@ -240,12 +243,66 @@ def _check_selector() -> list[str]:
             if not isinstance(getattr(cache, attr, None), list)]
 
 
+# How the selector's methods call each other and the plugin's hooks (read in their source,
+# torch 2.13 and 2.14): what a release could change without renaming anything, silently
+# stopping serving or recording, or failing a compile inside Inductor, outside the
+# plugin's error handling. (method, what its source must call, what breaks otherwise)
+CALL_SHAPES: tuple[tuple[str, str, str], ...] = (
+    ("__call__", "self.make_precompile_fn(",
+     "served candidates would be precompiled (PluginSelector.make_precompile_fn)"),
+    ("__call__", "self.do_autotuning(",
+     "size hints would not be seen (PluginSelector.do_autotuning)"),
+    ("do_autotuning", "self.lookup(", "benchmarking would bypass the selector's lookup"),
+    ("do_autotuning", "self.autotune(",
+     "benchmarking would not go through PluginSelector.autotune: recorded timings would "
+     "no longer replace it"),
+    ("do_autotuning", "self.feedback_saver_fns",
+     "the feedback saver would not run after benchmarking: nothing would be recorded"),
+)
+# The feedback saver's call: the arguments Inductor passes, in order (its
+# ``FeedbackFunction`` alias); ``hooks.save_feedback`` takes these and accepts more.
+FEEDBACK_ARGUMENTS = 6
+
+
+def _method_source(cls: Any, method: str) -> str | None:
+    try:
+        return inspect.getsource(getattr(cls, method))
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
+def _check_call_shapes() -> list[str]:
+    try:
+        selector = resolve(_BY_NAME["AlgorithmSelectorCache"])
+        module = importlib.import_module(_SA)
+    except (ImportError, AttributeError) as exc:
+        return [f"{_SA}.AlgorithmSelectorCache is gone ({exc})"]
+    found = []
+    for method, call, breaks in CALL_SHAPES:
+        source = _method_source(selector, method)
+        if source is None:
+            found.append(f"AlgorithmSelectorCache.{method}: source unreadable, so whether it "
+                         f"still calls {call.rstrip('(')} is unknown ({breaks})")
+        elif call not in source:
+            found.append(f"AlgorithmSelectorCache.{method} no longer calls "
+                         f"{call.rstrip('(')}: {breaks}")
+    alias = getattr(module, "FeedbackFunction", None)
+    arguments = typing.get_args(alias)[0] if typing.get_args(alias) else None
+    if not isinstance(arguments, list) or len(arguments) != FEEDBACK_ARGUMENTS:
+        found.append(f"{_SA}.FeedbackFunction changed: the feedback saver is called with "
+                     f"{arguments!r}, expected {FEEDBACK_ARGUMENTS} arguments (timings, "
+                     "name, input_nodes, choices, profiled_fn, precompile_times)")
+    return found
+
+
 def problems() -> list[str]:
-    """What no longer holds in the installed torch, one line each (empty: all holds)."""
+    """What no longer holds in the installed torch, one line each (empty: all holds):
+    names, parameters, config keys, the selector's registries, and the call shapes the
+    plugin relies on (``CALL_SHAPES``, the feedback saver's arguments)."""
     found: list[str] = []
     for entry in INTERNALS:
         found += _check(entry)
-    return found + _check_config() + _check_selector()
+    return found + _check_config() + _check_selector() + _check_call_shapes()
 
 
 def swap_selector_class(cache: Any, plugin_class: type) -> type:

@@ -7,6 +7,7 @@ from typing import Any
 
 import sympy
 
+from ..matmul_numerics import numerics_attrs
 from ..problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
 from . import internals
 from .choice_state import state_of
@@ -172,7 +173,10 @@ def problem_from_ir(name: str, input_nodes: Sequence[Any], output_layout: Any,
                         zip(size, stride or size, strict=True)] for size, stride in layouts]
             sources.append(out_exprs)
         entries = [src[d] for dims, src in zip(symbolic, sources, strict=True) for d in dims]
+    device = getattr(getattr(output_layout, "device", None), "type", "cpu")
+    numerics = numerics_attrs(str(device), [s.dtype for s in (*specs, output)])
     problem = Problem(op=str(name), inputs=tuple(specs), output=output,
-                      epilogue=epilogue_of(choices), attrs=attrs_of(str(name), choices),
+                      epilogue=epilogue_of(choices),
+                      attrs=tuple(sorted((*attrs_of(str(name), choices), *numerics))),
                       symbolic=symbolic, exprs=canonical_exprs(entries))
     return checked(problem)

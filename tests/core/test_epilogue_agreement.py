@@ -120,8 +120,12 @@ def test_epilogue_decisions_recorded_per_epilogue(runs: dict) -> None:
     db = sqlite_utils.Database(runs["db"])
     rows = list(db.query("select e.*, p.op from epilogue_decisions e join problems p on"
                          " p.id = e.problem_id"))
-    by_ops = {(r["problem_id"], r["epilogue"]): r for r in rows}
-    assert len(by_ops) == len(rows)
+    # an epilogue id names one exact epilogue, and one epilogue has one id (no address or
+    # order-dependent part in it): ids and identities pair up one to one
+    pairs = {(r["problem_id"], r["epilogue_id"],
+              json.dumps(json.loads(r["epilogue"])["steps"], sort_keys=True)) for r in rows}
+    assert len({(p, i) for p, i, _ in pairs}) == len({(p, s) for p, _, s in pairs}) \
+        == len(pairs), pairs
     linear = [r for r in rows if r["op"] == "packed_linear" and "384x384" in
               db.execute("select summary from problems where id = ?",
                          [r["problem_id"]]).fetchone()[0]]

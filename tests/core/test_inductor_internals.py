@@ -89,3 +89,59 @@ def test_swapping_the_selector_keeps_a_user_subclass(monkeypatch: pytest.MonkeyP
     assert isinstance(users, Plugin) and isinstance(users, UsersSelector)
     internals.restore_selector_class(users, UsersSelector)
     assert type(users) is UsersSelector
+
+
+def test_a_changed_call_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """problems() reads how the selector calls its methods and the plugin's hooks, not
+    only names: a release that stops benchmarking through ``autotune`` or calls the
+    feedback saver with another argument list is reported by name."""
+    from collections.abc import Callable
+    from typing import Any
+
+    import torch._inductor.select_algorithm as select_algorithm
+
+    monkeypatch.setattr(internals, "CALL_SHAPES", (
+        ("do_autotuning", "self.no_such_benchmark(", "serving would stop"),
+        ("do_autotuning", "self.autotune(", "unused: still holds")))
+    monkeypatch.setattr(select_algorithm, "FeedbackFunction",
+                        Callable[[Any, Any, Any, Any, Any, Any, Any], None])
+    found = "\n".join(internals.problems())
+    assert "do_autotuning no longer calls self.no_such_benchmark: serving would stop" in found
+    assert "unused: still holds" not in found
+    assert "FeedbackFunction changed" in found and "expected 6 arguments" in found
+
+
+def test_feedback_saver_accepts_more_arguments_than_today() -> None:
+    from inductor_flydsl.inductor import hooks
+
+    # the plugin is off here: the call must simply not raise, whatever torch passes
+    hooks.save_feedback({}, "mm", [], [], None, {}, "a seventh", extra="named")
+
+
+def test_warm_compile_benchmarks_and_precompiles_nothing(tmp_path) -> None:
+    """Inductor's own counters (not the plugin's): a cold compile benchmarks, the warm
+    one (same DB, Inductor's caches off) benchmarks and precompiles nothing."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(),
+                                torch.nn.Linear(96, 32)).eval()
+    x = torch.randn(24, 64)
+    runs = []
+    try:
+        inductor_flydsl.enable(tmp_path / "t.db", "readwrite")
+        with torch.no_grad(), torch._inductor.config.patch(
+                freezing=True, fx_graph_cache=False, autotune_local_cache=False,
+                max_autotune_gemm_backends="ATEN,CPP"):
+            for _ in range(2):
+                torch._dynamo.reset()
+                counters.clear()
+                y = torch.compile(model, mode="max-autotune")(x)
+                torch.testing.assert_close(y, model(x))
+                runs.append({k: int(counters["inductor"].get(k, 0)) for k in
+                             ("select_algorithm_autotune", "select_algorithm_precompile")})
+    finally:
+        inductor_flydsl.disable()
+        torch._dynamo.reset()
+    assert runs[0]["select_algorithm_autotune"] > 0, runs
+    assert runs[1] == {"select_algorithm_autotune": 0, "select_algorithm_precompile": 0}
