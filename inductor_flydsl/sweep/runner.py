@@ -33,7 +33,7 @@ from typing import IO, Any
 from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
 from ..noise import ENV_BUSY_NOTE
-from ..settings import ENV_REUSE
+from ..settings import ENV_DB, ENV_ENABLE, ENV_MODE, ENV_REUSE, ENV_SHIPPED
 from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, default_policy
 from .items import ItemError, SweepItem, shard
@@ -306,10 +306,9 @@ class SweepRunner:
 
     def worker_env(self, slot: Slot, workdir: Path, busy: str = "") -> dict[str, str]:
         env = slot.environ(dict(os.environ))
-        env["INDUCTOR_FLYDSL_SHIPPED"] = "0"
+        env[ENV_SHIPPED] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
-        for name in ("INDUCTOR_FLYDSL", "INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE",
-                     ENV_BUSY_NOTE):
+        for name in (ENV_ENABLE, ENV_DB, ENV_MODE, ENV_BUSY_NOTE):
             env.pop(name, None)
         if busy:
             env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
