@@ -111,7 +111,6 @@ def pick_winner(results: list[CandidateResult]) -> CandidateResult | None:
 
 # Confidence rank of a stored result: high > unknown (NULL) > low.
 RANKS = {CONFIDENT: 2, None: 1, LOW: 0}
-RANK_SQL = "(case confidence when 'high' then 2 when 'low' then 0 else 1 end)"
 
 
 def rank_of(level: str | None) -> int:
