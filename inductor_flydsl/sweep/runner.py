@@ -344,9 +344,15 @@ class SweepRunner:
 
     def run(self, items: list[SweepItem], summary: SweepSummary) -> None:
         if self.options.isolate == "worker":
-            from .persistent import run_persistent
+            from .persistent import WorkerPlan, run_persistent
 
-            run_persistent(self, items, summary)
+            options = self.options
+            run_persistent(WorkerPlan(
+                slots=self.slots, identity=self.identity, gate=self.gate,
+                batch_items=options.batch_items, budget_s=options.budget_s,
+                timeout_s=options.timeout_s, handle_signals=options.handle_signals,
+                worker_command=self.worker_command, worker_env=self.worker_env,
+                record=self.record, on_event=self.on_event), items, summary)
             return
         pending = list(reversed(items))
         running: dict[str, _Running] = {}
