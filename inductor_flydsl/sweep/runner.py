@@ -33,7 +33,15 @@ from typing import IO, Any
 from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
 from ..noise import ENV_BUSY_NOTE
-from ..settings import ENV_DB, ENV_ENABLE, ENV_MODE, ENV_REUSE, ENV_SHIPPED
+from ..settings import (
+    ENV_DB,
+    ENV_ENABLE,
+    ENV_MODE,
+    ENV_REUSE,
+    ENV_SHIPPED,
+    SettingError,
+    environment_errors,
+)
 from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, default_policy
 from .items import ItemError, SweepItem, shard
@@ -308,7 +316,7 @@ class SweepRunner:
         env = slot.environ(dict(os.environ))
         env[ENV_SHIPPED] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
-        for name in (ENV_ENABLE, ENV_DB, ENV_MODE, ENV_BUSY_NOTE):
+        for name in NOT_PASSED_TO_WORKERS:
             env.pop(name, None)
         if busy:
             env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
@@ -408,6 +416,19 @@ class SweepRunner:
             summary.wall_s = time.monotonic() - start
 
 
+# variables the runner removes from its workers' environment (worker_env): theirs alone
+# never reach a worker
+NOT_PASSED_TO_WORKERS = (ENV_ENABLE, ENV_DB, ENV_MODE, ENV_BUSY_NOTE)
+
+
+def check_worker_environment() -> None:
+    """SweepError naming every bad ``INDUCTOR_FLYDSL_*`` value the runner or its workers
+    would see (a worker enables the plugin strictly: each item would fail on it)."""
+    bad = [e for e in environment_errors() if e.name not in NOT_PASSED_TO_WORKERS]
+    if bad:
+        raise SweepError(f"bad setting: {SettingError.combine(bad)}")
+
+
 def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
               identity: Identity,
               on_event: Callable[[str, ItemOutcome | None], None] | None = None,
@@ -416,6 +437,7 @@ def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
     """Select (shard, resume) and run ``items``; every finished item is committed."""
     if not items:
         raise ItemError("no sweep items")
+    check_worker_environment()
     runner = SweepRunner(options, slots, identity, on_event)
     try:
         shard_text = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None

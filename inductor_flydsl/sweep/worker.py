@@ -179,7 +179,7 @@ def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
     inductor_config.max_autotune_gemm_backends = chosen
     if kind == "cpu":
         inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
-    inductor_flydsl.enable(db, "readwrite")
+    inductor_flydsl.enable(db, "readwrite", strict=True)  # never tune with the plugin off
     before = len(inductor_flydsl.stats()["decisions"])
     mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
     start = time.perf_counter()
