@@ -169,3 +169,25 @@ def test_explain_isa_and_emulate_from_the_wheel(installed_wheel: InstalledWheel)
         assert config["emulation"]["ok"], config["emulation"]
         assert Path(config["isa_path"]).parent == isa and Path(config["isa_path"]).is_file()
         assert config["loop_mix"]["mfma_total"] > 0
+
+
+def test_import_torch_survives_bad_settings_with_the_wheel(
+        installed_wheel: InstalledWheel) -> None:
+    """The installed entry point (``torch.backends``), every setting bad at once: torch
+    imports, the plugin (from the wheel) stays off, one warning names every variable."""
+    from tests.core.test_failure_policy import BAD
+
+    bad = {k: v for k, v in BAD.items() if k != "INDUCTOR_FLYDSL"}
+    env = {**installed_wheel.env, "INDUCTOR_FLYDSL": "1", **bad}
+    proc = subprocess.run([str(installed_wheel.python), "-I", "-c",
+                           "import torch, inductor_flydsl; print(inductor_flydsl.__file__);"
+                           " print(inductor_flydsl.active_settings())"],
+                          cwd=installed_wheel.tmp, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    package, active = proc.stdout.strip().splitlines()[-2:]
+    assert package.startswith(str(installed_wheel.venv)) and active == "None"
+    warned = [line for line in proc.stderr.splitlines()
+              if "Warning:" in line and "inductor_flydsl" in line]
+    assert len(warned) == 1, proc.stderr
+    assert all(f"{name}={value!r}" in warned[0] for name, value in bad.items()), warned[0]
