@@ -182,3 +182,17 @@ def test_a_broken_install_stays_off_with_one_warning_naming_the_module(
     found = _warnings_of(proc.stderr)
     assert len(found) == 1, proc.stderr
     assert "inductor_flydsl.numerics" in found[0] and "pip install --force-reinstall" in found[0]
+
+
+@pytest.mark.parametrize("name", ["INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE",
+                                  "INDUCTOR_FLYDSL_PRIOR_TOP_K"])
+def test_the_command_line_names_a_bad_setting_without_a_traceback(
+        name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from inductor_flydsl.cli.main import main
+
+    _clean_env(monkeypatch)
+    monkeypatch.setenv(name, BAD[name])
+    assert main(["explain", "--op", "mm", "--shape", "64x64x64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"inductor-flydsl: error: {name}={BAD[name]!r}"), err
+    assert "Traceback" not in err
