@@ -15,18 +15,36 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import os
 import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from . import settings as settings_module
 from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
-from .settings import Mode, Settings, enabled_by_env, settings_from_env
+from .settings import (
+    ENV_DB,
+    ENV_MODE,
+    Mode,
+    SettingError,
+    Settings,
+    default_db_path,
+    enabled_by_env,
+    environment_errors,
+    settings_from_env,
+)
 from .version import __version__
 
-__all__ = ["Mode", "__version__", "active_settings", "disable", "enable", "enabled", "stats"]
+__all__ = ["Mode", "PluginUnavailable", "SettingError", "__version__", "active_settings",
+           "disable", "enable", "enable_from_env", "enabled", "stats"]
+REINSTALL_HINT = "reinstall it: pip install --force-reinstall --no-deps inductor-flydsl"
+
+
+class PluginUnavailable(RuntimeError):
+    """``enable(strict=True)``: the plugin cannot work in this process (a broken install,
+    or a torch whose Inductor internals changed); the message names what and the fix."""
 
 _lock = threading.RLock()
 _settings: Settings | None = None
@@ -34,31 +52,43 @@ _previous_choices_class: Any = None
 
 
 def enable(db_path: str | os.PathLike[str] | None = None,
-           mode: str | Mode | None = None) -> Settings:
+           mode: str | Mode | None = None, *, strict: bool = False) -> Settings:
     """Turn the plugin on for this process (idempotent; a new call replaces the settings).
 
     ``db_path`` defaults to ``$INDUCTOR_FLYDSL_DB`` or ``~/.cache/inductor_flydsl/tuning.db``;
     ``mode`` to ``$INDUCTOR_FLYDSL_MODE`` or ``readwrite``. Returns the settings in force.
 
-    When the installed torch lacks an Inductor internal the plugin relies on
-    (``inductor/internals.py``), the plugin stays off (a warning says what changed) and
-    Inductor is left untouched; the settings returned then say ``mode=off``.
+    Failure policy (``docs/design.md``): a bad ``INDUCTOR_FLYDSL_*`` value, an incomplete
+    install of this package, or a torch that lacks an Inductor internal the plugin relies
+    on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
+    warning naming the variable or module and the fix; the settings returned then say
+    ``mode=off``. ``strict=True`` raises instead: :class:`SettingError` or
+    :class:`PluginUnavailable`. A bad ``mode`` argument always raises ``ValueError``.
     """
     global _settings, _previous_choices_class
-    settings = settings_from_env(db_path, mode)
+    if mode is not None:  # a bad argument is the caller's error: ValueError, strict or not
+        try:
+            Mode.parse(mode)
+        except ValueError as exc:
+            raise ValueError(f"mode={mode!r}: {exc}") from None
     with _lock:
         disable()
+        problem = _setting_problem(db_path, mode)
+        if problem is not None:
+            return _stay_off(problem, db_path, strict)
+        settings = settings_from_env(db_path, mode)
         if settings.mode is Mode.OFF:
             return settings
-        from .inductor import internals
-
         missing = _internals_problems()
         if missing:
-            warnings.warn("inductor_flydsl stays off: this torch changed Inductor internals "
-                          "the plugin relies on: " + "; ".join(missing), stacklevel=2)
-            return dataclasses.replace(settings, mode=Mode.OFF)
+            return _stay_off(PluginUnavailable(
+                "this torch changed Inductor internals the plugin relies on: "
+                + "; ".join(missing)), db_path, strict)
+        broken = _install_problem()
+        if broken is not None:
+            return _stay_off(broken, db_path, strict)
         from .db.layered import LayeredTuningDB
-        from .inductor import hooks
+        from .inductor import hooks, internals
         from .inductor.choices import plugin_choices_factory
         from .plugin_choices import register_choice_providers
 
@@ -73,6 +103,52 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         hooks.install(state)
         _settings = settings
         return settings
+
+
+def _setting_problem(db_path: object, mode: object) -> SettingError | None:
+    """Every bad ``INDUCTOR_FLYDSL_*`` value, as one error (None: all good); the DB and
+    mode variables count only where no argument overrides them."""
+    overridden = {name for name, given in ((ENV_DB, db_path), (ENV_MODE, mode))
+                  if given is not None}
+    errors = [e for e in environment_errors() if e.name not in overridden]
+    return SettingError.combine(errors) if errors else None
+
+
+# Modules of this package an enabled plugin imports while Inductor compiles: a compile
+# must not be where an incomplete install shows (the hooks would swallow the error).
+COMPILE_MODULES = ("inductor_flydsl.inductor.hooks", "inductor_flydsl.inductor.choices",
+                   "inductor_flydsl.db.layered", "inductor_flydsl.plugin_choices",
+                   "inductor_flydsl.flydsl_backend.provider",
+                   "inductor_flydsl.flydsl_backend.choices")
+
+
+def _install_problem() -> PluginUnavailable | None:
+    """A module of this package that an enabled plugin needs and that does not import
+    because part of the package is missing (another package missing is not ours to judge:
+    FlyDSL candidates then say why they are not offered)."""
+    import importlib
+
+    for name in COMPILE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or ""
+            if missing == "inductor_flydsl" or missing.startswith("inductor_flydsl"):
+                return PluginUnavailable(
+                    f"this install of inductor-flydsl is incomplete: importing {name} "
+                    f"failed ({exc}); {REINSTALL_HINT}")
+    return None
+
+
+def _stay_off(problem: Exception, db_path: str | os.PathLike[str] | None,
+              strict: bool) -> Settings:
+    """The failure policy: raise when ``strict``, else one warning and the plugin off."""
+    if strict:
+        raise problem
+    warnings.warn(f"inductor_flydsl stays off: {problem}", stacklevel=3)
+    path = Path(db_path).expanduser() if db_path is not None else (
+        settings_module.DB.value() or default_db_path())
+    return Settings(db_path=path, mode=Mode.OFF, use_shipped=False)
 
 
 _checked: list[str] | None = None
@@ -145,9 +221,17 @@ def stats() -> dict[str, Any]:
     return PROCESS_STATS.snapshot()
 
 
-if enabled_by_env():
+def enable_from_env() -> Settings | None:
+    """What ``import inductor_flydsl`` (and so ``import torch``, through the entry point)
+    does: :func:`enable` when ``INDUCTOR_FLYDSL=1``. It never raises: any failure leaves
+    the plugin off with one warning (``docs/design.md``, "Failure policy")."""
     try:
-        enable()
+        if not enabled_by_env():
+            return None
+        return enable()
     except Exception as exc:  # never make `import torch` (the entry point) or this import fail
-        warnings.warn(f"inductor_flydsl: INDUCTOR_FLYDSL=1 but the plugin stays off: {exc}",
-                      stacklevel=2)
+        warnings.warn(f"inductor_flydsl stays off: {exc}", stacklevel=2)
+        return None
+
+
+enable_from_env()

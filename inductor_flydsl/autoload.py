@@ -1,9 +1,14 @@
 """Entry point of the ``torch.backends`` group: runs at ``import torch`` in every process
 where the package is installed (unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``).
 
-It registers the plugin's custom ops, so a graph compiled with FlyDSL candidates and
-loaded from Inductor's FX cache always finds them, and enables the plugin when
-``INDUCTOR_FLYDSL=1``. It must never make ``import torch`` fail: errors become a warning.
+It imports the package, which registers the plugin's custom ops (so a graph compiled with
+FlyDSL candidates and loaded from Inductor's FX cache always finds them) and enables the
+plugin when ``INDUCTOR_FLYDSL=1`` (``inductor_flydsl.enable_from_env``: any failure there
+is one warning, and the plugin stays off). It must never make ``import torch`` fail.
+
+When ``import inductor_flydsl`` came first, torch is imported while the package is half
+imported: importing it again here returns it unfinished, and the package's own import
+enables the plugin when it finishes (once: this entry point does not call it again).
 
 It never enables the plugin in the fork server of the plugin's own build workers
 (``settings.enabled_by_env``).
@@ -16,13 +21,8 @@ import warnings
 
 def load() -> None:
     try:
-        from .flydsl_backend import ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
-        from .settings import enabled_by_env
-
-        if enabled_by_env():
-            import inductor_flydsl
-
-            if inductor_flydsl.active_settings() is None:
-                inductor_flydsl.enable()
+        import inductor_flydsl  # noqa: F401  (ops registered, INDUCTOR_FLYDSL=1 honoured)
     except Exception as exc:  # never break `import torch`
-        warnings.warn(f"inductor_flydsl autoload failed: {exc}", stacklevel=2)
+        warnings.warn(f"inductor_flydsl stays off: importing it failed: {exc}; reinstall "
+                      "it: pip install --force-reinstall --no-deps inductor-flydsl",
+                      stacklevel=2)

@@ -32,15 +32,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import settings
+
 CONFIDENT = "high"
 LOW = "low"
-ENV_BUSY_CPU = "INDUCTOR_FLYDSL_BUSY_CPU"
-ENV_REPEATS = "INDUCTOR_FLYDSL_REPEATS"
+ENV_BUSY_CPU = settings.BUSY_CPU.name
+ENV_REPEATS = settings.REPEATS.name
 # Set by the sweep runner for an item it ran on a machine it found busy (--on-busy record):
 # the item's selection is recorded low-confidence whatever its own measurement says.
-ENV_BUSY_NOTE = "INDUCTOR_FLYDSL_BUSY_NOTE"
-DEFAULT_BUSY_CPU = 0.25
-DEFAULT_REPEATS = 5  # samples per finalist: Inductor's own plus 4 re-measured rounds
+ENV_BUSY_NOTE = settings.BUSY_NOTE.name
+DEFAULT_BUSY_CPU = settings.BUSY_CPU.default
+DEFAULT_REPEATS = settings.REPEATS.default  # per finalist: Inductor's own + 4 re-measured
 TOP_OTHERS = 3
 
 
@@ -146,18 +148,11 @@ def cpu_count() -> int:
 
 
 def busy_threshold() -> float:
-    try:
-        value = float(os.environ.get(ENV_BUSY_CPU, DEFAULT_BUSY_CPU))
-    except ValueError:
-        return DEFAULT_BUSY_CPU
-    return value if value > 0 else DEFAULT_BUSY_CPU
+    return settings.BUSY_CPU.value()
 
 
 def repeats_setting() -> int:
-    try:
-        return max(1, int(os.environ.get(ENV_REPEATS, DEFAULT_REPEATS)))
-    except ValueError:
-        return DEFAULT_REPEATS
+    return settings.REPEATS.value()
 
 
 @dataclass
@@ -206,7 +201,7 @@ def watch_machine(gpu_index: int | None = None,
     ``exclude_sessions``) use of the CPUs this process may run on (its affinity: a sweep
     pinned with ``taskset`` cares only about its own cores) while the body runs. Linux
     only; elsewhere ``others_cpu`` stays None (unknown)."""
-    load = MachineLoad(cpus=cpu_count(), note=os.environ.get(ENV_BUSY_NOTE, ""))
+    load = MachineLoad(cpus=cpu_count(), note=settings.BUSY_NOTE.value())
     with contextlib.suppress(OSError, AttributeError):
         load.loadavg_1m = round(os.getloadavg()[0], 2)
     me = str(os.getpid())

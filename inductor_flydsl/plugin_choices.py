@@ -7,7 +7,7 @@ from .inductor.hooks import PluginState
 
 def register_choice_providers(state: PluginState) -> None:
     """Attach the choice providers of every plugin backend to ``state``."""
-    from .flydsl_backend.provider import flydsl_choices, prewarm_builds
+    from .flydsl_backend.provider import FlydslChoiceProvider, prewarm_builds
 
-    state.providers[:] = [flydsl_choices]
+    state.providers[:] = [FlydslChoiceProvider()]
     prewarm_builds()

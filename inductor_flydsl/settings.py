@@ -1,43 +1,36 @@
-"""User-facing settings: modes, the default DB path and the environment variables.
+"""User-facing settings: modes, the default DB path, and every ``INDUCTOR_FLYDSL_*``
+environment variable, read and checked here and nowhere else.
 
-Environment variables (read by :func:`settings_from_env`):
+Each variable is one :class:`EnvSetting` (name, default, parser, doc line), listed in
+:data:`ENV_SETTINGS`; the module that uses a setting asks it for its value. Two ways to
+read one:
 
-- ``INDUCTOR_FLYDSL=1`` enables the plugin at ``import torch`` time (see ``autoload.py``)
-  or at ``import inductor_flydsl``, with no code change.
-- ``INDUCTOR_FLYDSL_DB=path`` overrides the default per-user DB path.
-- ``INDUCTOR_FLYDSL_MODE=readwrite|readonly|off`` overrides the default mode.
-- ``INDUCTOR_FLYDSL_SHIPPED=0`` stops layering the DBs shipped in the package.
-- ``INDUCTOR_FLYDSL_REUSE=0`` never hands Inductor recorded timings: every GEMM is
-  benchmarked again and recorded (``sweep --remeasure``/``--remeasure-noisy`` set it).
+- :meth:`EnvSetting.read` raises :class:`SettingError` (a ``ValueError`` naming the
+  variable, the value and the fix) on a bad value: ``enable()`` checks every variable this
+  way (:func:`environment_errors`) before it touches Inductor, and a bad value turns the
+  plugin off with one warning (``enable(strict=True)`` raises instead; ``docs/design.md``,
+  "Failure policy");
+- :meth:`EnvSetting.value` logs the same message and returns the default: for code that
+  runs during a compile, or in a worker, which must never fail on a setting.
 
 Two approximations trade the rule "the final code uses the kernels plain Inductor would
-pick" for compile time, and are therefore off unless asked for:
-
-- ``INDUCTOR_FLYDSL_PRIORS=1``: when no exact record holds (after an upgrade), use the
-  nearest older record (other software, or the same arch on another device) as a prior
-  and benchmark only its short list (``priors.py``); ``INDUCTOR_FLYDSL_PRIOR_TOP_K=N``
-  (default 2) is how many of the prior's best candidates the short list keeps.
-- ``INDUCTOR_FLYDSL_BUCKETS=1``: serve an M never measured the winner recorded at its
-  dynamic-M bucket (``buckets.py``).
+pick" for compile time, and are therefore off unless asked for: ``INDUCTOR_FLYDSL_PRIORS``
+(``priors.py``) and ``INDUCTOR_FLYDSL_BUCKETS`` (``buckets.py``).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-ENV_ENABLE = "INDUCTOR_FLYDSL"
-ENV_DB = "INDUCTOR_FLYDSL_DB"
-ENV_MODE = "INDUCTOR_FLYDSL_MODE"
-ENV_SHIPPED = "INDUCTOR_FLYDSL_SHIPPED"
-ENV_BUCKETS = "INDUCTOR_FLYDSL_BUCKETS"
-ENV_REUSE = "INDUCTOR_FLYDSL_REUSE"
-ENV_PRIORS = "INDUCTOR_FLYDSL_PRIORS"
-ENV_PRIOR_TOP_K = "INDUCTOR_FLYDSL_PRIOR_TOP_K"
-DEFAULT_PRIOR_TOP_K = 2
+log = logging.getLogger("inductor_flydsl")
+T = TypeVar("T")
 
 
 class Mode(enum.StrEnum):
@@ -57,14 +50,201 @@ class Mode(enum.StrEnum):
                 f"unknown inductor_flydsl mode {value!r}; use one of: {allowed}") from None
 
 
+class SettingError(ValueError):
+    """A bad value of an ``INDUCTOR_FLYDSL_*`` variable; the message names the variable,
+    its value and what a good value looks like."""
+
+    def __init__(self, name: str, value: str, expected: str, default: Any) -> None:
+        self.name, self.value, self.expected = name, value, expected
+        shown = ("unset" if default is None else str(int(default))
+                 if isinstance(default, bool) else str(default))
+        super().__init__(f"{name}={value!r}: {expected} (or unset it; default: {shown})")
+        self.names = [name]
+
+    @classmethod
+    def combine(cls, errors: list[SettingError]) -> SettingError:
+        """One error for several bad variables (its message names them all)."""
+        if len(errors) == 1:
+            return errors[0]
+        combined = cls(errors[0].name, errors[0].value, errors[0].expected, None)
+        combined.args = ("; ".join(str(e) for e in errors),)
+        combined.names = [e.name for e in errors]
+        return combined
+
+
+@dataclass(frozen=True)
+class EnvSetting(Generic[T]):
+    """One environment variable: ``parse`` turns a non-empty value into the setting or
+    raises ``ValueError`` whose text says what a good value is. Unset or blank: ``default``."""
+
+    name: str
+    default: T
+    parse: Callable[[str], T]
+    doc: str
+
+    def text(self, environ: Mapping[str, str] | None = None) -> str | None:
+        value = (os.environ if environ is None else environ).get(self.name)
+        return value if value is not None and value.strip() else None
+
+    def read(self, environ: Mapping[str, str] | None = None) -> T:
+        """The setting; :class:`SettingError` on a bad value."""
+        value = self.text(environ)
+        if value is None:
+            return self.default
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise SettingError(self.name, value, str(exc), self.default) from None
+
+    def value(self, environ: Mapping[str, str] | None = None) -> T:
+        """The setting, or the default (logged) on a bad value: never raises."""
+        try:
+            return self.read(environ)
+        except SettingError as exc:
+            log.warning("inductor_flydsl: %s; using the default", exc)
+            return self.default
+
+
+# ---- parsers: each raises ValueError saying what a good value is -----------------------------
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def parse_flag(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise ValueError(f"use 1 or 0 (also {'/'.join(_TRUE[1:])} or {'/'.join(_FALSE[1:])})")
+
+
+def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+
+    def parse(text: str) -> int:
+        word = text.strip()
+        number = int(word) if word.lstrip("-").isdigit() else None
+        if number is None or number < low or (high is not None and number > high):
+            raise ValueError(f"use a whole number {span}")
+        return number
+    return parse
+
+
+def positive_number(text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not number > 0 or number == float("inf"):
+        raise ValueError("use a number above 0")
+    return number
+
+
+def one_of(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        word = text.strip().lower()
+        if word not in allowed:
+            raise ValueError(f"use one of: {', '.join(allowed)}")
+        return word
+    return parse
+
+
+def parse_mode(text: str) -> Mode:
+    try:
+        return Mode.parse(text)
+    except ValueError:
+        raise ValueError(f"use one of: {', '.join(m.value for m in Mode)}") from None
+
+
+def file_path(text: str) -> Path:
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise ValueError("this is a directory; give the path of a DB file in it")
+    return path
+
+
+def directory_path(text: str) -> Path:
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError("this is a file; give a directory")
+    return path
+
+
+def free_text(text: str) -> str:
+    return text
+
+
+# ---- the variables ---------------------------------------------------------------------------
+DEFAULT_PRIOR_TOP_K = 2
+DEFAULT_CANDIDATES, MAX_CANDIDATES = 12, 64
+ON_BUSY_POLICIES = ("wait", "backoff", "record")
+
+ENABLE = EnvSetting("INDUCTOR_FLYDSL", False, parse_flag,
+                    "1: enable the plugin at `import torch` or `import inductor_flydsl`")
+DB = EnvSetting[Path | None]("INDUCTOR_FLYDSL_DB", None, file_path,
+                             "the tuning DB file (default: the per-user DB)")
+MODE = EnvSetting("INDUCTOR_FLYDSL_MODE", Mode.READWRITE, parse_mode,
+                  "readwrite (reuse and record), readonly (reuse, never write) or off")
+SHIPPED = EnvSetting("INDUCTOR_FLYDSL_SHIPPED", True, parse_flag,
+                     "0: do not layer the DBs shipped in the package under the user's")
+REUSE = EnvSetting("INDUCTOR_FLYDSL_REUSE", True, parse_flag,
+                   "0: never hand Inductor recorded timings: benchmark every GEMM again and "
+                   "record it (sweep --remeasure sets it)")
+PRIORS = EnvSetting("INDUCTOR_FLYDSL_PRIORS", False, parse_flag,
+                    "1: with no exact record, benchmark only the short list of the nearest "
+                    "older record (priors.py)")
+PRIOR_TOP_K = EnvSetting("INDUCTOR_FLYDSL_PRIOR_TOP_K", DEFAULT_PRIOR_TOP_K, whole_number(1),
+                         "how many of a prior's best candidates its short list keeps")
+BUCKETS = EnvSetting("INDUCTOR_FLYDSL_BUCKETS", False, parse_flag,
+                     "1: serve an M never measured the winner recorded at its dynamic-M "
+                     "bucket (buckets.py)")
+CANDIDATES = EnvSetting("INDUCTOR_FLYDSL_CANDIDATES", DEFAULT_CANDIDATES,
+                        whole_number(1, MAX_CANDIDATES),
+                        "FlyDSL configs offered per GEMM shape")
+BUILD_JOBS = EnvSetting[int | None]("INDUCTOR_FLYDSL_BUILD_JOBS", None, whole_number(0),
+                                    "build worker processes (0: build at first launch; "
+                                    "default: the CPUs, up to the candidates of a shape)")
+BUILD_TIMEOUT_S = EnvSetting("INDUCTOR_FLYDSL_BUILD_TIMEOUT_S", 300.0, positive_number,
+                             "seconds one build may take (at least 1 is used)")
+MAX_KERNELS = EnvSetting("INDUCTOR_FLYDSL_MAX_KERNELS", 256, whole_number(1),
+                         "compiled kernels a process keeps loaded")
+CACHE_DIR = EnvSetting[Path | None]("INDUCTOR_FLYDSL_CACHE_DIR", None, directory_path,
+                                    "the package's cache directory (default: "
+                                    "~/.cache/inductor_flydsl)")
+ON_BUSY = EnvSetting("INDUCTOR_FLYDSL_ON_BUSY", "wait", one_of(*ON_BUSY_POLICIES),
+                     "the default of `sweep --on-busy`")
+BUSY_CPU = EnvSetting("INDUCTOR_FLYDSL_BUSY_CPU", 0.25, positive_number,
+                      "the share of the CPUs other processes may use before the machine "
+                      "counts as busy")
+REPEATS = EnvSetting("INDUCTOR_FLYDSL_REPEATS", 5, whole_number(1),
+                     "timing samples per finalist (1: no re-measuring)")
+BUSY_NOTE = EnvSetting("INDUCTOR_FLYDSL_BUSY_NOTE", "", free_text,
+                       "set by the sweep runner: why the machine was busy before an item "
+                       "(its selection is recorded low-confidence)")
+
+ENV_SETTINGS: tuple[EnvSetting[Any], ...] = (
+    ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, BUILD_JOBS,
+    BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, BUSY_NOTE)
+
+# the names, for code that sets a variable for a child process
+ENV_ENABLE, ENV_DB, ENV_MODE = ENABLE.name, DB.name, MODE.name
+ENV_SHIPPED, ENV_BUCKETS, ENV_REUSE = SHIPPED.name, BUCKETS.name, REUSE.name
+ENV_PRIORS, ENV_PRIOR_TOP_K = PRIORS.name, PRIOR_TOP_K.name
+
+
+def environment_errors(environ: Mapping[str, str] | None = None) -> list[SettingError]:
+    """Every bad ``INDUCTOR_FLYDSL_*`` value in the environment."""
+    errors = []
+    for setting in ENV_SETTINGS:
+        try:
+            setting.read(environ)
+        except SettingError as exc:
+            errors.append(exc)
+    return errors
+
+
 def default_db_path() -> Path:
     """The per-user tuning DB: ``$XDG_CACHE_HOME/inductor_flydsl/tuning.db``."""
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(cache_home) / "inductor_flydsl" / "tuning.db"
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
@@ -80,46 +260,28 @@ class Settings:
 
 def settings_from_env(db_path: str | os.PathLike[str] | None = None,
                       mode: str | Mode | None = None) -> Settings:
-    """Explicit arguments win over the environment, which wins over the defaults."""
-    env_db = os.environ.get(ENV_DB)
-    path = Path(db_path) if db_path is not None else Path(env_db) if env_db else default_db_path()
-    env_mode = os.environ.get(ENV_MODE)
-    given, where = (mode, "mode") if mode is not None else (env_mode, ENV_MODE)
-    try:
-        chosen = Mode.parse(given or Mode.READWRITE)
-    except ValueError as exc:
-        raise ValueError(f"{where}={given!r}: {exc}") from exc
-    return Settings(db_path=path.expanduser(), mode=chosen,
-                    use_shipped=not _falsy(os.environ.get(ENV_SHIPPED)),
-                    use_buckets=_truthy(os.environ.get(ENV_BUCKETS)),
-                    reuse=not _falsy(os.environ.get(ENV_REUSE)),
-                    use_priors=_truthy(os.environ.get(ENV_PRIORS)),
-                    prior_top_k=_top_k(os.environ.get(ENV_PRIOR_TOP_K)))
-
-
-def _top_k(value: str | None) -> int:
-    if value is None or not value.strip():
-        return DEFAULT_PRIOR_TOP_K
-    try:
-        k = int(value)
-    except ValueError:
-        k = 0
-    if k < 1:
-        raise ValueError(f"{ENV_PRIOR_TOP_K}={value!r}: use a whole number of at least 1 "
-                         f"(default {DEFAULT_PRIOR_TOP_K})")
-    return k
-
-
-def _falsy(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"0", "false", "no", "off"}
+    """Explicit arguments win over the environment, which wins over the defaults. A bad
+    explicit ``mode`` raises ``ValueError``; a bad ``INDUCTOR_FLYDSL_DB``, ``_MODE`` or
+    ``_PRIOR_TOP_K`` raises :class:`SettingError`; a bad flag reads as its default."""
+    path = Path(db_path) if db_path is not None else DB.read() or default_db_path()
+    if mode is not None:
+        try:
+            chosen = Mode.parse(mode)
+        except ValueError as exc:
+            raise ValueError(f"mode={mode!r}: {exc}") from exc
+    else:
+        chosen = MODE.read()
+    return Settings(db_path=path.expanduser(), mode=chosen, use_shipped=SHIPPED.value(),
+                    use_buckets=BUCKETS.value(), reuse=REUSE.value(),
+                    use_priors=PRIORS.value(), prior_top_k=PRIOR_TOP_K.read())
 
 
 def enabled_by_env() -> bool:
-    """``INDUCTOR_FLYDSL=1``, except in the fork server of the plugin's own build workers:
-    it imports torch and the package to preload them, and enabling the plugin there would
-    start another build pool with its own fork server, which would do the same, without
-    end."""
-    return _truthy(os.environ.get(ENV_ENABLE)) and not in_build_fork_server()
+    """``INDUCTOR_FLYDSL=1`` (a bad value raises :class:`SettingError`), except in the
+    fork server of the plugin's own build workers: it imports torch and the package to
+    preload them, and enabling the plugin there would start another build pool with its
+    own fork server, which would do the same, without end."""
+    return not in_build_fork_server() and ENABLE.read()
 
 
 # a module the build pool's fork server preloads (prebuild.PRELOAD names it from here)

@@ -6,12 +6,14 @@ import argparse
 import logging
 import sys
 
+from ..settings import SettingError
 from ..version import __version__
 from . import (
     compile_check,
     db_commands,
     emulate_command,
     explain_command,
+    output,
     report_command,
     sweep_command,
 )
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     module = next(m for m in COMMANDS if args.command in m.COMMAND_NAMES)
     try:
         return int(module.run(args) or 0)
+    except SettingError as exc:  # a bad INDUCTOR_FLYDSL_* value: named, no traceback
+        return output.fail(str(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

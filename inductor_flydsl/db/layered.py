@@ -58,6 +58,10 @@ def warn_once(key: str, message: str) -> None:
 
 
 class LayeredTuningDB:
+    """The user's DB over the shipped ones: reads go through the layers, writes to the
+    user's DB. Methods named and ordered as :class:`TuningDB`'s (device, software, then
+    the ``Problem``)."""
+
     def __init__(self, settings: Settings, shipped_paths: list[Path] | None = None) -> None:
         """``shipped_paths``: the read-only DBs under the user's (default: the package's)."""
         self.settings = settings
@@ -125,7 +129,7 @@ class LayeredTuningDB:
         every candidate's result, from the user's DB first, then the shipped ones."""
         for db in self._readable():
             try:
-                selection = db.exact_selection(device, problem.id, software)
+                selection = db.exact_selection(device, software, problem.id)
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
                 continue
@@ -147,7 +151,7 @@ class LayeredTuningDB:
             r: routing.routed(problem, r) for r in routing.MEASURED_ROUTINGS}
         for db in self._readable():
             try:
-                selections = {r: db.exact_selection(device, p.id, software)
+                selections = {r: db.exact_selection(device, software, p.id)
                               for r, p in variants.items()}
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")

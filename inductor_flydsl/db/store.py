@@ -111,7 +111,6 @@ def pick_winner(results: list[CandidateResult]) -> CandidateResult | None:
 
 # Confidence rank of a stored result: high > unknown (NULL) > low.
 RANKS = {CONFIDENT: 2, None: 1, LOW: 0}
-RANK_SQL = "(case confidence when 'high' then 2 when 'low' then 0 else 1 end)"
 
 
 def rank_of(level: str | None) -> int:
@@ -136,7 +135,11 @@ def _result_row(keys: dict[str, str], r: CandidateResult, level: str | None, run
 
 
 class TuningDB:
-    """One DB file. Thread-safe: a lock serializes use of the connection."""
+    """One DB file. Thread-safe: a lock serializes use of the connection.
+
+    Its methods take their keys in the order of :class:`LayeredTuningDB`'s, with the same
+    names (device, software, then the problem); reads take the problem's id (a file is
+    read by its stored keys, also those of an older schema), writes the ``Problem``."""
 
     def __init__(self, db: sqlite_utils.Database, path: Path, *, writable: bool,
                  tool: str = "torch.compile", lock_retries: int = LOCK_RETRIES) -> None:
@@ -249,18 +252,18 @@ class TuningDB:
                     results=results))
         return selections
 
-    def lookup_winner(self, device: DeviceInfo, problem_id: str,
-                      software: SoftwareInfo) -> Winner | None:
+    def lookup(self, device: DeviceInfo, software: SoftwareInfo,
+               problem_id: str) -> Winner | None:
         """The exact winner of ``problem_id`` on ``device``: recorded with any software
         under which every candidate's result still holds for ``software``
         (``validity.py``). The one recorded with ``software`` itself comes first, then
         the best-ranked, then the newest."""
-        selection = self.exact_selection(device, problem_id, software)
+        selection = self.exact_selection(device, software, problem_id)
         return selection.winner if selection is not None else None
 
-    def exact_selection(self, device: DeviceInfo, problem_id: str,
-                        software: SoftwareInfo) -> RecordedSelection | None:
-        """The recorded selection :meth:`lookup_winner` takes its winner from."""
+    def exact_selection(self, device: DeviceInfo, software: SoftwareInfo,
+                        problem_id: str) -> RecordedSelection | None:
+        """The recorded selection :meth:`lookup` takes its winner from."""
         exact = [s for s in self.recorded_selections(problem_id, device.kind, device.arch)
                  if s.device_id == device.id and not s.changes(software)]
         if not exact:

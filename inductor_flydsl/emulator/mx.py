@@ -1,5 +1,5 @@
 """Run a block-scaled (MX) GEMM template's compiled ISA and compare it with a float64
-dequantize-then-matmul reference (:mod:`inductor_flydsl.flydsl_backend.mx_numerics`).
+dequantize-then-matmul reference (:mod:`inductor_flydsl.numerics.mx`).
 
 Operands are random in their formats (every finite FP4 code; FP8 from a normal
 distribution), the scales random powers of two in ``[2^-2, 2^2]`` (fp16 outputs stay

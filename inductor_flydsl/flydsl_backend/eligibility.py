@@ -21,6 +21,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import settings
 from ..problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import (
@@ -39,27 +40,16 @@ SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 GROUPED_OP = "grouped_mm"
 HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
-CONFIGS_PER_PROBLEM = 12
-ENV_CANDIDATES = "INDUCTOR_FLYDSL_CANDIDATES"
-MAX_CANDIDATES = 64
+CONFIGS_PER_PROBLEM = settings.CANDIDATES.default
+ENV_CANDIDATES = settings.CANDIDATES.name
+MAX_CANDIDATES = settings.MAX_CANDIDATES
 
 
 def configs_per_problem() -> int:
     """How many FlyDSL configs a GEMM shape gets (``INDUCTOR_FLYDSL_CANDIDATES``, 1 to
     64; default 12): more can find a faster kernel, each costs a build and a benchmark.
     A bad value is logged and the default used (it must never fail a compile)."""
-    import logging
-    import os
-
-    text = os.environ.get(ENV_CANDIDATES, "").strip()
-    if not text:
-        return CONFIGS_PER_PROBLEM
-    if text.isdigit() and 1 <= int(text) <= MAX_CANDIDATES:
-        return int(text)
-    logging.getLogger("inductor_flydsl").warning(
-        "inductor_flydsl: %s=%r is not a whole number from 1 to %d; using %d",
-        ENV_CANDIDATES, text, MAX_CANDIDATES, CONFIGS_PER_PROBLEM)
-    return CONFIGS_PER_PROBLEM
+    return settings.CANDIDATES.value()
 
 
 @functools.cache

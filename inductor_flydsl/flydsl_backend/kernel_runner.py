@@ -30,14 +30,15 @@ import collections
 import contextlib
 import ctypes
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from .. import settings
+
 log = logging.getLogger("inductor_flydsl")
-ENV_MAX_KERNELS = "INDUCTOR_FLYDSL_MAX_KERNELS"
-DEFAULT_MAX_KERNELS = 256
+ENV_MAX_KERNELS = settings.MAX_KERNELS.name
+DEFAULT_MAX_KERNELS = settings.MAX_KERNELS.default
 HIP_LIBRARY = "libamdhip64.so.7"
 
 
@@ -282,15 +283,7 @@ def _describe(variant: Any) -> str:
 
 
 def _max_kernels() -> int:
-    text = os.environ.get(ENV_MAX_KERNELS, "").strip()
-    if not text:
-        return DEFAULT_MAX_KERNELS
-    try:
-        return max(1, int(text))
-    except ValueError:
-        log.warning("inductor_flydsl: %s=%r is not an integer; keeping %d compiled kernels",
-                    ENV_MAX_KERNELS, text, DEFAULT_MAX_KERNELS)
-        return DEFAULT_MAX_KERNELS
+    return settings.MAX_KERNELS.value()
 
 
 _runner: KernelRunner | None = None

@@ -43,13 +43,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import settings
 from ..noise import cpu_count
 from ..settings import BUILD_SERVER_MARK
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
-ENV_BUILD_JOBS = "INDUCTOR_FLYDSL_BUILD_JOBS"
-ENV_BUILD_TIMEOUT = "INDUCTOR_FLYDSL_BUILD_TIMEOUT_S"
+ENV_BUILD_JOBS = settings.BUILD_JOBS.name
+ENV_BUILD_TIMEOUT = settings.BUILD_TIMEOUT_S.name
 
 
 def cpu_share() -> int:
@@ -72,24 +73,14 @@ def default_build_workers() -> int:
 def build_workers(jobs: int) -> int:
     """Worker processes for ``jobs`` builds: the setting (0: off), else
     :func:`default_build_workers`."""
-    text = os.environ.get(ENV_BUILD_JOBS, "").strip()
-    if text:
-        try:
-            limit = int(text)
-        except ValueError:
-            log.warning("inductor_flydsl: %s=%r is not an integer; using the default",
-                        ENV_BUILD_JOBS, text)
-            limit = default_build_workers()
-    else:
+    limit = settings.BUILD_JOBS.value()
+    if limit is None:
         limit = default_build_workers()
     return max(0, min(limit, jobs))
 
 
 def _timeout_s() -> float:
-    try:
-        return max(1.0, float(os.environ.get(ENV_BUILD_TIMEOUT, "300")))
-    except ValueError:
-        return 300.0
+    return max(1.0, settings.BUILD_TIMEOUT_S.value())
 
 
 # ---- building ------------------------------------------------------------------------

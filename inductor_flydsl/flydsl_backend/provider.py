@@ -171,7 +171,17 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
         caller.inductor_flydsl.build = builds.get(caller.config_id)
 
 
-flydsl_choices.fuses_epilogues = fuses_epilogues  # type: ignore[attr-defined]
+class FlydslChoiceProvider:
+    """The FlyDSL backend as the hooks see it (``inductor.choice_provider.ChoiceProvider``)."""
+
+    def __call__(self, name: str, input_nodes: Sequence[Any], layout: Any,
+                 choices: Sequence[Any]) -> list[Any]:
+        return flydsl_choices(name, input_nodes, layout, choices)
+
+    def fuses_epilogues(self, device: Any) -> bool:
+        return fuses_epilogues(device)
+
+
 EPILOGUE_SELECTION = "gemm_epilogue"  # inductor/epilogue_fusion.py: SELECTION_NAME
 
 

@@ -14,6 +14,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from .. import settings
+
 FIX_HINT = (
     "install an AMDGPU-capable lld, e.g. `apt-get install lld-19` (Debian/Ubuntu) "
     "or `pip install ziglang`"
@@ -24,10 +26,11 @@ class ToolchainError(RuntimeError):
     """No linker usable for AMDGPU code objects was found."""
 
 
+
+
 def cache_root() -> Path:
     """Directory for this package's caches (``INDUCTOR_FLYDSL_CACHE_DIR`` overrides)."""
-    env = os.environ.get("INDUCTOR_FLYDSL_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "inductor_flydsl"
+    return settings.CACHE_DIR.value() or Path.home() / ".cache" / "inductor_flydsl"
 
 
 def _supports_amdgpu(ld_lld: list[str]) -> bool:

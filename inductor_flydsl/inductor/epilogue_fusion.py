@@ -34,7 +34,7 @@ import contextvars
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -487,7 +487,3 @@ def problem_attrs() -> tuple[tuple[str, Any], ...]:
     return (("epilogue", current.spec.id), ("epilogue_ops", tuple(current.spec.ops())),
             ("region", current.region))
 
-
-def operand_tensors(spec: EpilogueSpec, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The operands a fused kernel reads, from the op's padded slots."""
-    return [_flat(t, o.kind) for t, o in zip(tensors, spec.operands, strict=False)]

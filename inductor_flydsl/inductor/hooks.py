@@ -51,6 +51,7 @@ from ..problem import InvalidProblem, Problem, checked
 from ..software import current_software
 from . import epilogue_fusion, epilogues, internals, serving
 from .candidates import backend_of, candidate_id, config_of
+from .choice_provider import ChoiceProvider
 from .choice_state import state_of
 from .gemm_ops import is_gemm_op
 from .ir_problem import problem_from_ir
@@ -58,9 +59,6 @@ from .remeasure import with_confidence
 from .short_list import short_list
 
 log = logging.getLogger("inductor_flydsl")
-
-# (name, input_nodes, output_layout, choices) -> extra ChoiceCallers
-ChoiceProvider = Callable[[str, Sequence[Any], Any, Sequence[Any]], list[Any]]
 
 
 @dataclass
@@ -515,8 +513,7 @@ def _fusion_gate(gemm: Any) -> bool:
     val = gemm.meta.get("val")
     device = getattr(val, "device", None)
     return device is not None and any(
-        getattr(provider, "fuses_epilogues", lambda _d: False)(device)
-        for provider in state.providers)
+        provider.fuses_epilogues(device) for provider in state.providers)
 
 
 # ---- installation ------------------------------------------------------------------------

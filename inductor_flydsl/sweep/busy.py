@@ -17,14 +17,14 @@ sets the default policy (``wait`` otherwise).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
+from .. import settings
 from ..noise import probe_machine
 
-POLICIES = ("wait", "backoff", "record")
-ENV_ON_BUSY = "INDUCTOR_FLYDSL_ON_BUSY"  # the default of --on-busy
+POLICIES = settings.ON_BUSY_POLICIES
+ENV_ON_BUSY = settings.ON_BUSY.name  # the default of --on-busy
 PROBE_S = 1.0
 CHECK_EVERY_S = 5.0
 MAX_BACKOFF_S = 120.0
@@ -32,8 +32,7 @@ RUN, HOLD, DEFER = "run", "hold", "defer"
 
 
 def default_policy() -> str:
-    value = os.environ.get(ENV_ON_BUSY, "wait").strip().lower()
-    return value if value in POLICIES else "wait"
+    return settings.ON_BUSY.value()
 
 
 @dataclass

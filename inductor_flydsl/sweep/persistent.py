@@ -33,16 +33,18 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from .batch import plan_batches
-from .busy import DEFER, RUN
+from .busy import DEFER, RUN, BusyGate
 from .items import SweepItem
 from .outcomes import (
     INTERRUPTED,
     POLL_S,
+    Identity,
     ItemOutcome,
     Slot,
     SweepSummary,
@@ -52,10 +54,26 @@ from .outcomes import (
 )
 from .worker import BATCH_PREFIX, RESULT_PREFIX
 
-if TYPE_CHECKING:  # the runner drives the pool; the pool only calls it back
-    from .runner import SweepRunner
-
 STARTUP_S = 300.0  # a worker that is not ready by then (and its batch's timeout) is hung
+
+
+@dataclass
+class WorkerPlan:
+    """All the persistent workers use of the sweep runner (``runner.SweepRunner`` builds
+    one): where to run, what to run, the limits, and where results go."""
+
+    slots: list[Slot]
+    identity: Identity
+    gate: BusyGate  # whether the machine is quiet enough to start a batch
+    batch_items: int  # items per compiled graph
+    budget_s: float | None  # no batch starts after this (None: no limit)
+    timeout_s: float  # per item of a batch
+    handle_signals: bool  # SIGINT/SIGTERM stop the sweep cleanly
+    worker_command: Callable[..., list[str]]  # (slot, workdir, *args) -> argv
+    worker_env: Callable[[Slot, Path], dict[str, str]]
+    record: Callable[[ItemOutcome], None]  # commit an item's outcome to the DB
+    on_event: Callable[[str, ItemOutcome], None]  # "started" / "finished", for progress
+    stop_signal: int | None = None  # set by SIGINT/SIGTERM (outcomes.stop_on_signals)
 
 
 @dataclass
@@ -99,8 +117,8 @@ class _Worker:
 class PersistentPool:
     """The workers of one sweep, one per slot, started on demand and replaced on faults."""
 
-    def __init__(self, runner: SweepRunner, root: Path) -> None:
-        self.runner = runner
+    def __init__(self, plan: WorkerPlan, root: Path) -> None:
+        self.plan = plan
         self.root = root
         self.workers: dict[str, _Worker] = {}
         self.next_batch = 0
@@ -109,8 +127,8 @@ class PersistentPool:
         """A new worker (its start-up, several seconds, overlaps the runner's busy check
         and the previous batch's bookkeeping)."""
         workdir = Path(tempfile.mkdtemp(prefix=f"worker-{slot.name}-", dir=self.root))
-        cmd = self.runner.worker_command(slot, workdir, "--serve")
-        env = self.runner.worker_env(slot, workdir)
+        cmd = self.plan.worker_command(slot, workdir, "--serve")
+        env = self.plan.worker_env(slot, workdir)
         stdout = open(workdir / "stdout.txt", "wb")
         stderr = open(workdir / "stderr.txt", "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr,
@@ -186,31 +204,30 @@ def _results(worker: _Worker) -> tuple[list[dict[str, Any]], bool]:
     return found, complete
 
 
-def run_persistent(runner: SweepRunner, items: list[SweepItem],
+def run_persistent(plan: WorkerPlan, items: list[SweepItem],
                    summary: SweepSummary) -> None:
-    options = runner.options
-    queue = plan_batches(items, options.batch_items)
+    queue = plan_batches(items, plan.batch_items)
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="inductor_flydsl_sweep_"))
-    pool = PersistentPool(runner, root)
+    pool = PersistentPool(plan, root)
 
     def finish(outcome: ItemOutcome) -> None:
-        runner.record(outcome)
+        plan.record(outcome)
         summary.outcomes.append(outcome)
-        runner.on_event("finished", outcome)
+        plan.on_event("finished", outcome)
 
     def item_seconds(worker: _Worker) -> float:
         """A batch's items share one compile: each is charged an equal part of it."""
         return (time.monotonic() - worker.started) / len(worker.batch)
 
     try:
-        if queue and options.budget_s != 0:
-            for slot in runner.slots:  # start-up overlaps the first busy check
+        if queue and plan.budget_s != 0:
+            for slot in plan.slots:  # start-up overlaps the first busy check
                 pool.start(slot)
-        with stop_on_signals(runner, options.handle_signals):
+        with stop_on_signals(plan, plan.handle_signals):
             while queue or any(not w.idle for w in pool.workers.values()):
-                if runner.stop_signal is not None:
-                    summary.stopped = signal.Signals(runner.stop_signal).name
+                if plan.stop_signal is not None:
+                    summary.stopped = signal.Signals(plan.stop_signal).name
                     for worker in list(pool.workers.values()):
                         for item in worker.batch:
                             if item.item_id not in worker.reported:
@@ -220,14 +237,14 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                                     error=f"sweep stopped by {summary.stopped}"))
                         pool.stop(worker)
                     break
-                budget = options.budget_s
+                budget = plan.budget_s
                 if queue and budget is not None and time.monotonic() - start >= budget:
                     summary.stopped = "budget"
-                for slot in runner.slots:
+                for slot in plan.slots:
                     worker = pool.workers.get(slot.name)
                     if summary.stopped or not queue or (worker and not worker.idle):
                         continue
-                    verdict, busy = runner.gate.check(queue[0][0].item_id, pool.sessions())
+                    verdict, busy = plan.gate.check(queue[0][0].item_id, pool.sessions())
                     if verdict != RUN:
                         if verdict == DEFER and len(queue) > 1:
                             queue.append(queue.pop(0))
@@ -235,7 +252,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                     batch = queue.pop(0)
                     pool.send(slot, batch, busy)
                     for item in batch:
-                        runner.on_event("started", ItemOutcome(item=item, status="running",
+                        plan.on_event("started", ItemOutcome(item=item, status="running",
                                                                slot=slot.name))
                 for worker in list(pool.workers.values()):
                     if worker.idle:
@@ -251,7 +268,7 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                                           slot=worker.slot.name, busy=worker.busy,
                                           rc=None, timed_out=None,
                                           stderr_tail=worker.stderr_tail(),
-                                          identity=runner.identity))
+                                          identity=plan.identity))
                     left = [i for i in worker.batch if i.item_id not in worker.reported]
                     if complete:
                         worker.batch = []
@@ -262,10 +279,10 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                                                   rc=None, timed_out=None,
                                                   stderr_tail="the worker reported no "
                                                   "result for this item",
-                                                  identity=runner.identity))
+                                                  identity=plan.identity))
                         continue
                     rc = worker.proc.poll()
-                    limit = options.timeout_s * max(1, len(left)) + (
+                    limit = plan.timeout_s * max(1, len(left)) + (
                         0 if worker.ready else STARTUP_S)
                     timed_out = rc is None and time.monotonic() - worker.started > limit
                     if rc is None and not timed_out:
@@ -279,8 +296,8 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
                         finish(outcome_of(item, None, seconds=time.monotonic()
                                           - worker.started, slot=worker.slot.name,
                                           busy=worker.busy, rc=rc,
-                                          timed_out=options.timeout_s if timed_out else None,
-                                          stderr_tail=tail, identity=runner.identity))
+                                          timed_out=plan.timeout_s if timed_out else None,
+                                          stderr_tail=tail, identity=plan.identity))
                 if summary.stopped == "budget" and all(
                         w.idle for w in pool.workers.values()):
                     break
@@ -290,5 +307,5 @@ def run_persistent(runner: SweepRunner, items: list[SweepItem],
             pool.stop(worker)
         shutil.rmtree(root, ignore_errors=True)
         summary.not_started = sum(len(batch) for batch in queue)
-        summary.busy_waited_s = runner.gate.waited_s
+        summary.busy_waited_s = plan.gate.waited_s
         summary.wall_s = time.monotonic() - start

@@ -33,7 +33,15 @@ from typing import IO, Any
 from ..db.store import TuningDB, utc_now
 from ..keys import canonical_json
 from ..noise import ENV_BUSY_NOTE
-from ..settings import ENV_REUSE
+from ..settings import (
+    ENV_DB,
+    ENV_ENABLE,
+    ENV_MODE,
+    ENV_REUSE,
+    ENV_SHIPPED,
+    SettingError,
+    environment_errors,
+)
 from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, default_policy
 from .items import ItemError, SweepItem, shard
@@ -306,10 +314,9 @@ class SweepRunner:
 
     def worker_env(self, slot: Slot, workdir: Path, busy: str = "") -> dict[str, str]:
         env = slot.environ(dict(os.environ))
-        env["INDUCTOR_FLYDSL_SHIPPED"] = "0"
+        env[ENV_SHIPPED] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor_cache")
-        for name in ("INDUCTOR_FLYDSL", "INDUCTOR_FLYDSL_DB", "INDUCTOR_FLYDSL_MODE",
-                     ENV_BUSY_NOTE):
+        for name in NOT_PASSED_TO_WORKERS:
             env.pop(name, None)
         if busy:
             env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
@@ -345,9 +352,15 @@ class SweepRunner:
 
     def run(self, items: list[SweepItem], summary: SweepSummary) -> None:
         if self.options.isolate == "worker":
-            from .persistent import run_persistent
+            from .persistent import WorkerPlan, run_persistent
 
-            run_persistent(self, items, summary)
+            options = self.options
+            run_persistent(WorkerPlan(
+                slots=self.slots, identity=self.identity, gate=self.gate,
+                batch_items=options.batch_items, budget_s=options.budget_s,
+                timeout_s=options.timeout_s, handle_signals=options.handle_signals,
+                worker_command=self.worker_command, worker_env=self.worker_env,
+                record=self.record, on_event=self.on_event), items, summary)
             return
         pending = list(reversed(items))
         running: dict[str, _Running] = {}
@@ -403,6 +416,19 @@ class SweepRunner:
             summary.wall_s = time.monotonic() - start
 
 
+# variables the runner removes from its workers' environment (worker_env): theirs alone
+# never reach a worker
+NOT_PASSED_TO_WORKERS = (ENV_ENABLE, ENV_DB, ENV_MODE, ENV_BUSY_NOTE)
+
+
+def check_worker_environment() -> None:
+    """SweepError naming every bad ``INDUCTOR_FLYDSL_*`` value the runner or its workers
+    would see (a worker enables the plugin strictly: each item would fail on it)."""
+    bad = [e for e in environment_errors() if e.name not in NOT_PASSED_TO_WORKERS]
+    if bad:
+        raise SweepError(f"bad setting: {SettingError.combine(bad)}")
+
+
 def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
               identity: Identity,
               on_event: Callable[[str, ItemOutcome | None], None] | None = None,
@@ -411,6 +437,7 @@ def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
     """Select (shard, resume) and run ``items``; every finished item is committed."""
     if not items:
         raise ItemError("no sweep items")
+    check_worker_environment()
     runner = SweepRunner(options, slots, identity, on_event)
     try:
         shard_text = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None

@@ -41,6 +41,7 @@ import time
 import traceback
 from typing import Any
 
+from .. import settings
 from .items import ItemError, SweepItem
 from .warm_up import warm_up
 
@@ -178,7 +179,7 @@ def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
     inductor_config.max_autotune_gemm_backends = chosen
     if kind == "cpu":
         inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
-    inductor_flydsl.enable(db, "readwrite")
+    inductor_flydsl.enable(db, "readwrite", strict=True)  # never tune with the plugin off
     before = len(inductor_flydsl.stats()["decisions"])
     mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
     start = time.perf_counter()
@@ -392,10 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         _die_with_parent(args.parent_pid)
-    os.environ["INDUCTOR_FLYDSL_SHIPPED"] = "0"
-    os.environ["INDUCTOR_FLYDSL_BUCKETS"] = "0"  # measure this M, never reuse its bucket's
-    os.environ["INDUCTOR_FLYDSL_PRIORS"] = "0"  # measure every candidate, not a short list
-    os.environ.pop("INDUCTOR_FLYDSL", None)  # enabled explicitly below, on --db only
+    os.environ[settings.SHIPPED.name] = "0"
+    os.environ[settings.BUCKETS.name] = "0"  # measure this M, never reuse its bucket's
+    os.environ[settings.PRIORS.name] = "0"  # measure every candidate, not a short list
+    os.environ.pop(settings.ENABLE.name, None)  # enabled explicitly below, on --db only
     if args.backends:
         os.environ["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = args.backends
     own_cache = args.cache_dir is None

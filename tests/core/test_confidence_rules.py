@@ -42,7 +42,7 @@ def _record(path: Path, results: list[CandidateResult], machine: MachineLoad) ->
 def _winner(path: Path):
     db = TuningDB.open(path, writable=False)
     try:
-        return db.lookup_winner(DEVICE, PROBLEM.id, current_software())
+        return db.lookup(DEVICE, current_software(), PROBLEM.id)
     finally:
         db.close()
 

@@ -85,9 +85,9 @@ def test_partial_autotune_keeps_the_faster_winner(tmp_path: Path) -> None:
                          CandidateResult("aten", "aten", "aten", {}, 2.0)])
     db.record_selection(DEVICE, software, problem,
                         [CandidateResult("aten", "aten", "aten", {}, 1.9)])
-    winner = db.lookup_winner(DEVICE, problem.id, software)
+    winner = db.lookup(DEVICE, software, problem.id)
     assert winner is not None and winner.candidate_id == "fast"
     db.record_selection(DEVICE, software, problem,
                         [CandidateResult("aten", "aten", "aten", {}, 0.5)])
-    assert db.lookup_winner(DEVICE, problem.id, software).candidate_id == "aten"
+    assert db.lookup(DEVICE, software, problem.id).candidate_id == "aten"
     db.close()

@@ -86,7 +86,7 @@ def test_writer_migrates_a_v1_file_in_place_and_keeps_a_backup(tmp_path: Path) -
         device_id, software_id, problem_id, candidate_id, time_ms = before[0]
         device, software = _keys(db_path, software_id)
         assert device.id == device_id and software.id == software_id  # ids unchanged
-        winner = db.lookup_winner(device, problem_id, software)
+        winner = db.lookup(device, software, problem_id)
         assert (winner.candidate_id, winner.time_ms) == (candidate_id, time_ms)
         assert winner.confidence is None  # recorded before spreads existed: unknown
     finally:
@@ -118,7 +118,7 @@ def test_read_only_open_of_a_v1_file_reads_it_without_changing_it(tmp_path: Path
         assert db.epilogue_decisions("any") == []
         _, software_id, problem_id, candidate_id, _ = _winners(v1)[0]
         device, software = _keys(v1, software_id)
-        winner = db.lookup_winner(device, problem_id, software)
+        winner = db.lookup(device, software, problem_id)
         assert winner is not None and winner.candidate_id == candidate_id
         assert winner.confidence is None and winner.repeats is None
         layered.close()

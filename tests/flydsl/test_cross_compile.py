@@ -3,8 +3,13 @@
 Each (config, variant) compiles once per session through the ``compiled`` fixture.
 """
 
+import hashlib
+import shutil
+from pathlib import Path
+
 import pytest
 
+from inductor_flydsl import software
 from inductor_flydsl.flydsl_backend import configs, resources, toolchain
 from inductor_flydsl.flydsl_backend.cross_compile import (
     compile_config,
@@ -138,6 +143,34 @@ def test_default_configs_validate_and_fit_gfx950():
     assert len(configs.default_configs("gfx950")) >= 12
 
 
-def test_source_hash_is_stable():
-    digest = template_source_hash("gemm_dense")
-    assert len(digest) == 16 and digest == template_source_hash("gemm_dense")
+def _sha16(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def test_source_hash_is_its_sources_digest_and_follows_an_edit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hash is computed here from the files themselves (not compared with itself), and
+    an edit of shared code (fused_epilogue.py, in a copy of the templates) changes the
+    hash of every template built on it, not of one that is not."""
+    root = software.templates_dir()
+    assert root is not None
+
+    def expected(name: str, where: Path) -> str:
+        parts = software.TEMPLATE_SOURCES.get(name, (name,))
+        digests = [_sha16((where / f"{part}.py").read_bytes()) for part in parts]
+        return digests[0] if len(digests) == 1 else _sha16(" ".join(digests).encode())
+
+    assert template_source_hash("gemm_dense") == expected("gemm_dense", root)
+    copy = tmp_path / "templates"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(software, "templates_dir", lambda: copy)
+    before = {n: template_source_hash(n) for n in ("gemm_dense", "gemm_grouped", "gemm_mx")}
+    assert before["gemm_dense"] == expected("gemm_dense", root)
+    edited = copy / "fused_epilogue.py"
+    edited.write_text(edited.read_text() + "\n# an edit\n")
+    after = {n: template_source_hash(n) for n in before}
+    for name in before:
+        assert after[name] == expected(name, copy) != before[name]
+    (copy / "gemm_mx.py").write_text((copy / "gemm_mx.py").read_text() + "\n# another\n")
+    assert template_source_hash("gemm_dense") == after["gemm_dense"]  # not built on gemm_mx
+    assert template_source_hash("gemm_mx") != after["gemm_mx"]

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from inductor_flydsl.sweep.items import SweepItem, shard
-from inductor_flydsl.sweep.runner import SweepError, gpu_slot, select_items
+from inductor_flydsl.sweep.runner import (
+    SweepError,
+    SweepOptions,
+    gpu_slot,
+    run_sweep,
+    select_items,
+)
 from inductor_flydsl.sweep.worker import build
 
 
@@ -241,3 +247,18 @@ def test_worker_vec_isa_pick_probes_only_the_isa_inductor_picks(tmp_path) -> Non
     assert got["by_capability"] == (avx2[0] if avx2 else got["full"][0])
     width256 = [isa for isa in got["full"] if isa == "avx2"]
     assert got["by_simdlen"] == (width256[0] if width256 else "INVALID_VEC_ISA")
+
+
+def test_a_bad_setting_stops_the_sweep_before_it_starts(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers enable the plugin strictly: a bad value they would see ends the sweep at
+    once, naming it, before the DB is opened; one the runner keeps from them does not."""
+    item = SweepItem.from_values({"op": "mm", "m": 8, "n": 8, "k": 8})
+    options = SweepOptions(db=tmp_path / "sweep.db")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_REPEATS", "0")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_ON_BUSY", "panic")
+    with pytest.raises(SweepError) as caught:
+        run_sweep([item], options, [], None)  # type: ignore[arg-type]
+    assert "INDUCTOR_FLYDSL_REPEATS='0'" in str(caught.value)
+    assert "INDUCTOR_FLYDSL_ON_BUSY='panic'" in str(caught.value)
+    assert not (tmp_path / "sweep.db").exists()
