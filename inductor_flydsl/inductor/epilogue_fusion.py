@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import json
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from typing import Any
 
 import torch
 
-from ..epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step, reference
+from ..epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step
 from ..keys import stable_id
 from ..version import __version__
 from . import internals, user_passes
@@ -80,33 +82,40 @@ def region_module(region_id: str) -> torch.fx.GraphModule | None:
         return _regions.get(region_id)
 
 
-@torch.library.custom_op("inductor_flydsl::gemm_epilogue", mutates_args=())
-def gemm_epilogue(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor,
-                  x2: torch.Tensor, x3: torch.Tensor, epilogue: str,
-                  region: str) -> torch.Tensor:
-    """``epilogue(a @ b, x0..)``: the original ops of the region when this process made
-    it, else the epilogue's reference semantics (fp32 inside)."""
-    spec = EpilogueSpec.from_json(epilogue)
-    operands = (x0, x1, x2, x3)[:len(spec.operands)]
-    gm = region_module(region)
-    if gm is not None:
-        return gm(a, b, x0, x1, x2, x3)
-    return reference(spec, a.float() @ b.float(), [_flat(t, o.kind) for t, o in
-                                                   zip(operands, spec.operands, strict=True)])
+# flexible_layout: Inductor puts no stride constraint on the op's inputs (its default for
+# an op it has no lowering of is to fix their stride order, realizing them: that would
+# change how Inductor lowers the region's output, which must stay as without the plugin)
+@torch.library.custom_op("inductor_flydsl::gemm_epilogue", mutates_args=(),
+                         tags=(torch.Tag.flexible_layout,))
+def gemm_epilogue(original: torch.Tensor, epilogue: str, region: str,
+                  inputs: str) -> torch.Tensor:
+    """``epilogue(a @ b, x0..)``, which ``original`` (the region's own output, computed
+    by the original ops the graph still holds) already is: its lowering either returns
+    ``original`` as Inductor lowered it or a fused FlyDSL kernel's result. ``inputs``
+    names the graph nodes of ``a, b, x0, x1, x2, x3`` (JSON): named, not passed, so the
+    op adds no use to them (Inductor decides whether to realize a value by its uses)."""
+    return original.clone()
 
 
 @gemm_epilogue.register_fake
-def _gemm_epilogue_fake(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor,
-                        x1: torch.Tensor, x2: torch.Tensor, x3: torch.Tensor, epilogue: str,
-                        region: str) -> torch.Tensor:
-    spec = EpilogueSpec.from_json(epilogue)
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=getattr(torch, spec.out_dtype))
+def _gemm_epilogue_fake(original: torch.Tensor, epilogue: str, region: str,
+                        inputs: str) -> torch.Tensor:
+    return torch.empty_like(original)
 
 
-def _flat(t: torch.Tensor, kind: str) -> torch.Tensor:
-    """An operand as the fused kernel reads it: a vector (col over N, row over M) or the
-    (M, N) tile."""
-    return t.reshape(-1) if kind in ("col", "row") else t
+@torch.library.custom_op("inductor_flydsl::keep_for_selection", mutates_args=(),
+                         tags=(torch.Tag.flexible_layout,))
+def keep_for_selection(names: str) -> torch.Tensor:
+    """A marker at the top of a graph with ``gemm_epilogue`` nodes: its lowering keeps
+    what Inductor lowers the nodes ``names`` (JSON) to until the selections that read
+    them by name are lowered (Inductor's interpreter frees a value after its last use,
+    and ``gemm_epilogue`` names its inputs instead of using them). Computes nothing."""
+    return torch.zeros(())
+
+
+@keep_for_selection.register_fake
+def _keep_for_selection_fake(names: str) -> torch.Tensor:
+    return torch.empty(())
 
 
 # ---- finding a fusable region ---------------------------------------------------------
@@ -313,6 +322,7 @@ def fuse_epilogues(graph: torch.fx.Graph,
                    eligible: Callable[[torch.fx.Node], bool]) -> int:
     """Replace each fusable GEMM + epilogue region by one ``gemm_epilogue`` node."""
     fused = 0
+    kept: set[str] = set()
     gemms = [x for x in graph.nodes if x.op == "call_function"
              and x.target in (aten.mm.default, aten.addmm.default)]
     for gemm in gemms:
@@ -326,18 +336,26 @@ def fuse_epilogues(graph: torch.fx.Graph,
         rid = region_id(gm)
         _remember(rid, gm)
         slots = [*found.operands, *([found.a] * (MAX_OPERANDS - len(found.operands)))]
-        with graph.inserting_before(found.sink):
+        # The original ops stay where they are (Inductor lowers them exactly as without
+        # the plugin); the selection node comes after the region's output and takes its
+        # place for every later use. Whichever loses is dead code Inductor drops.
+        with graph.inserting_after(found.sink):
             new = graph.call_function(
                 torch.ops.inductor_flydsl.gemm_epilogue.default,
-                (found.a, found.b, *slots, found.spec.text(), rid))
+                (found.sink, found.spec.text(), rid,
+                 json.dumps([x.name for x in (found.a, found.b, *slots)])))
         new.meta.update(found.sink.meta)
-        found.sink.replace_all_uses_with(new)
-        for node in reversed([found.gemm, *found.nodes]):
-            if node is not found.gemm or not node.users:
-                graph.erase_node(node)
+        found.sink.replace_all_uses_with(new, delete_user_cb=functools.partial(
+            operator.is_not, new))
         fused += 1
+        kept.update(x.name for x in (found.a, found.b, *found.operands))
         log.debug("inductor_flydsl: %s + epilogue %s -> gemm_epilogue", gemm.name,
                   found.spec.summary())
+    if kept:
+        first = next(n for n in graph.nodes if n.op != "placeholder")
+        with graph.inserting_before(first):
+            graph.call_function(torch.ops.inductor_flydsl.keep_for_selection.default,
+                                (json.dumps(sorted(kept)),))
     return fused
 
 
@@ -391,6 +409,8 @@ def install_pass(gate: Callable[[torch.fx.Node], bool],
     if not isinstance(current, EpilogueFusionPass):
         config.post_grad_custom_post_pass = EpilogueFusionPass(current)
     internals.user_lowerings[torch.ops.inductor_flydsl.gemm_epilogue.default] = lower_gemm_epilogue
+    internals.user_lowerings[torch.ops.inductor_flydsl.keep_for_selection.default] = \
+        lower_keep_for_selection
 
 
 def uninstall_pass() -> None:
@@ -439,18 +459,63 @@ def _inner_patches() -> dict[str, Any]:
             "benchmark_epilogue_fusion": config.benchmark_epilogue_fusion}
 
 
-def lower_gemm_epilogue(a: Any, b: Any, x0: Any, x1: Any, x2: Any, x3: Any, epilogue: str,
-                        region: str) -> Any:
-    inline_subgraph_to_ir_nodes = internals.inline_subgraph_to_ir_nodes
-    inputs = [a, b, x0, x1, x2, x3]
+def _has_fixed_layout(x: Any) -> bool:
+    """A buffer already (a realized value) whose layout is fixed."""
+    return bool(internals.is_storage_and_layout(x)) and isinstance(x.get_layout(),
+                                                                    internals.FixedLayout)
+
+
+def _benchmark_copy(x: Any) -> Any:
+    """A realized copy of ``x`` (Inductor's own ``clone`` lowering): what a choice is
+    benchmarked on when ``x`` itself must stay as Inductor left it (unrealized, or its
+    layout not yet fixed). Unused, it is dead code Inductor drops."""
+    copy = internals.lowerings[aten.clone.default](x)
+    copy.realize()
+    return copy
+
+
+def lower_keep_for_selection(names: str) -> Any:
+    """Inductor's interpreter frees each value after its last use; the values the
+    selections read by name are taken off those lists (they live until the graph is
+    lowered). Returns an unrealized scalar: no code is generated for it."""
+    graph = internals.V.graph
+    keep = set(json.loads(names))
+    for freed in getattr(graph, "user_to_last_uses", {}).values():
+        freed[:] = [node for node in freed if node.name not in keep]
+    return internals.lowerings[aten.full.default](
+        [], 0.0, dtype=torch.float32, device=torch.device("cpu"))
+
+
+def _lowered(names: list[str]) -> list[Any] | None:
+    """What Inductor lowered the graph nodes ``names`` to (the graph being lowered runs
+    them in order: they come before the region's output), or None if one is missing."""
+    graph = internals.V.graph
+    by_name = {node.name: node for node in graph.module.graph.nodes}
+    nodes = [by_name.get(name) for name in names]
+    if any(node is None or node not in graph.env for node in nodes):
+        return None
+    return [graph.env[node] for node in nodes]
+
+
+def lower_gemm_epilogue(original: Any, epilogue: str, region: str, inputs: str) -> Any:
+    """One selection between Inductor's own handling of the region (``original``, the
+    region as Inductor lowered it, untouched: benchmarked as a subgraph of the same ops)
+    and FlyDSL kernels with the epilogue fused. Nothing Inductor lowered is changed: the
+    choices read the inputs Inductor has already made buffers with fixed layouts (the
+    GEMM's, by its own lowering) and realized copies of the others; when Inductor's own
+    handling wins, ``original`` itself is the result (the copies are dead code)."""
     gm = region_module(region)
     if gm is None:
-        return None  # Inductor runs the op itself (its reference semantics)
+        return original
     try:
-        # choices are benchmarked on buffers (a GEMM lowering realizes its inputs too);
-        # in place: an inlined region takes the same TensorBoxes
-        for x in inputs:
-            x.realize()
+        lowered = _lowered(json.loads(inputs))
+        if lowered is None:
+            return original
+        # Every choice reads the selection's inputs (Inductor's benchmark keys them by
+        # name), and SubgraphChoiceCaller fixes its inputs' layouts: a value that is not
+        # a buffer with a fixed layout yet (its layout is Inductor's to decide later) is
+        # read through a realized copy, so Inductor's lowering of it stays as it was.
+        nodes = [x if _has_fixed_layout(x) else _benchmark_copy(x) for x in lowered]
         spec = EpilogueSpec.from_json(epilogue)
 
         def original_ops(*tensors: torch.Tensor) -> torch.Tensor:
@@ -459,23 +524,26 @@ def lower_gemm_epilogue(a: Any, b: Any, x0: Any, x1: Any, x2: Any, x3: Any, epil
         original_ops.__name__ = "inductor_region"
         template = internals.SubgraphTemplate(name=SELECTION_NAME)
         choices = template.generate_custom_op_choices(
-            name=SELECTION_NAME, decompositions=[original_ops], input_nodes=inputs,
+            name=SELECTION_NAME, decompositions=[original_ops], input_nodes=nodes,
             non_tensor_args=[{}], config_patches_list=[_inner_patches()])
         for choice in choices:
-            # When Inductor's own handling wins, its ops are inlined in place (what the
-            # graph would have held without the plugin), not wrapped in a subgraph buffer
-            # (a separately lowered graph, which would also run)
+            # When Inductor's own handling wins, the result is the region as Inductor
+            # lowered it in the graph, not a separately compiled subgraph
             choice.output_node = functools.partial(  # type: ignore[method-assign]
-                inline_subgraph_to_ir_nodes, choice.gm, inputs, SELECTION_NAME)
+                _identity, original)
         with _selecting(spec, region):
             node, _ = internals.autotune_select_algorithm(
-                SELECTION_NAME, choices, inputs, choices[0].layout,
+                SELECTION_NAME, choices, nodes, choices[0].layout,
                 return_multi_template=False)
     except Exception as exc:
         if _report is not None:
             _report("selecting a fused epilogue", exc)
-        return inline_subgraph_to_ir_nodes(gm, inputs, SELECTION_NAME)
+        return original
     return node
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def problem_attrs() -> tuple[tuple[str, Any], ...]:

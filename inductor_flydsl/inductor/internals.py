@@ -108,6 +108,11 @@ INTERNALS: tuple[Internal, ...] = (
              "CustomSchedulerPass",
              "subclassed: observes what the scheduler fused (epilogues.py)",
              members=("__call__",)),
+    Internal("lowerings", "torch._inductor.lowering", "lowerings",
+             "Inductor's clone lowering: realized copies a fused-epilogue selection is "
+             "benchmarked on (epilogue_fusion.py)"),
+    Internal("is_storage_and_layout", "torch._inductor.ir", "is_storage_and_layout",
+             "whether a value is a buffer already (epilogue_fusion.py)", params=("x",)),
     Internal("user_lowerings", "torch._inductor.lowering", "user_lowerings",
              "the lowering of inductor_flydsl::gemm_epilogue"),
     Internal("SubgraphTemplate", "torch._inductor.codegen.subgraph", "SubgraphTemplate",
@@ -115,10 +120,6 @@ INTERNALS: tuple[Internal, ...] = (
              params=("name",),
              members=("generate_custom_op_choices(; name, decompositions, input_nodes, "
                       "non_tensor_args, config_patches_list)",)),
-    Internal("inline_subgraph_to_ir_nodes", "torch._inductor.codegen.subgraph",
-             "inline_subgraph_to_ir_nodes", "inlines the region when Inductor's own wins",
-             params=("gm", "inputs", "name")),
-    # -- configuration and counters
     Internal("config", "torch._inductor", "config", "Inductor's configuration"),
     Internal("counters", "torch._dynamo.utils", "counters",
              "Inductor's counters (the sweep's autotune_runs)"),
