@@ -204,8 +204,10 @@ def settings_section() -> Section:
 def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Section:
     """What ``torch.compile(mode="max-autotune")`` would offer for a GEMM here."""
     import torch
-    from torch._inductor import config
 
+    from ..inductor import internals
+
+    config = internals.config
     section = Section("A max-autotune compile here would offer")
     tokens = {t.strip().upper() for t in str(config.max_autotune_gemm_backends).split(",")}
     section.add("backends asked for", f"{config.max_autotune_gemm_backends} "

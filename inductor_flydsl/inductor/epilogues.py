@@ -24,6 +24,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +80,17 @@ def note_selection(node: Any, chosen: Any | None, problem: Problem, device: Any,
         notes[name] = NotedSelection(problem, device, chosen, served)
 
 
-def _op_names(snode: Any) -> list[str]:
-    """The ATen ops a scheduler node computes, from its FX origins (``relu``, ``add``)."""
-    node = getattr(snode, "node", None)
-    origins = getattr(node, "origins", None) or ()
+def _origins(snode: Any) -> set[Any]:
+    """The FX nodes a scheduler node was built from (a GEMM's include its inputs' ops)."""
+    return set(getattr(getattr(snode, "node", None), "origins", None) or ())
+
+
+def _op_names(snode: Any, exclude: AbstractSet[Any] = frozenset()) -> list[str]:
+    """The ATen ops a scheduler node computes, from its FX origins (``relu``, ``add``),
+    leaving out the FX nodes in ``exclude`` (by identity: a GEMM's input may come from
+    another ``relu`` than its epilogue)."""
     names = set()
-    for origin in origins:
+    for origin in _origins(snode) - exclude:
         target = getattr(origin, "target", None)
         if getattr(origin, "op", None) != "call_function" or target is None:
             continue
@@ -115,15 +121,15 @@ def _is_multi_template(snode: Any) -> bool:
 def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDecision:
     """The decision for one noted GEMM node inside its (possibly fused) scheduler node."""
     fused_nodes = [n for n in group if n is not snode]
-    own = set(_op_names(snode))  # an epilogue node's origins include the GEMM's own op
-    fused_ops = sorted({op for n in fused_nodes for op in _op_names(n)} - own)
-    separate_ops = sorted({op for n in _consumers(snode, group) for op in _op_names(n)}
-                          - own)
+    own = _origins(snode)  # an epilogue node's origins include the GEMM's own FX nodes
+    fused_ops = sorted({op for n in fused_nodes for op in _op_names(n, own)})
+    separate_ops = sorted({op for n in _consumers(snode, group) for op in _op_names(n, own)})
     epilogue = {"ops": sorted({*fused_ops, *separate_ops}), "fused": fused_ops,
                 "separate": separate_ops}
     epilogue_id = stable_id({"ops": epilogue["ops"]})
     fused = bool(fused_nodes)
     if note.chosen is not None or not _is_multi_template(snode):
+        fused = bool(fused_ops)  # the epilogue's ops run in the GEMM kernel (not a bias)
         chosen = note.chosen
         gemm_ms = DECIDED.get(chosen) if chosen is not None else None
         kind = "template" if getattr(snode, "is_template", lambda: False)() else "extern"
