@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -80,12 +80,15 @@ class SweepProgress:
     def __init__(self, enabled: bool, live: bool | None = None) -> None:
         self.enabled = enabled
         self.live = enabled and (err_console.is_terminal if live is None else live)
+        # live: a wrapping console (a soft-wrapping one, like err_console, would crop the
+        # live display to one line per renderable); plain: err_console, lines never cut
+        console = Console(stderr=True, highlight=False) if self.live else err_console
         self.progress = _StatusProgress(
             SpinnerColumn(), TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
             TextColumn("[green]{task.fields[done]} done[/] [red]{task.fields[failed]} "
                        "failed[/] [yellow]{task.fields[skipped]} skipped[/]"),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=err_console, disable=not self.live)
+            console=console, disable=not self.live)
         self.task = None
         self.counts = {DONE: 0, FAILED: 0, SKIPPED: 0}
         self._wait_since: float | None = None
