@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from inductor_flydsl.db.store import TuningDB
+
 REPO = Path(__file__).resolve().parents[2]
 
 # argv -> the parts the one error line must hold
@@ -28,6 +30,8 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
                           "--dtype", "mxfp9"], ["--dtype 'mxfp9'", "mxfp8", "e4m3"]),
     "emulate_bad_config": (["emulate", "--isa", os.devnull, "--op", "mm", "--shape",
                             "8x64x64", "--config", "{bad"], ["--config '{bad'"]),
+    "db_list_bad_shape": (["db", "list", "--db", "{db}", "--shape", "12x"],
+                          ["--shape '12x'", "MxNxK"]),
 }
 
 
@@ -38,10 +42,13 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, subprocess.CompletedProcess[str]]:
+def results(tmp_path_factory: pytest.TempPathFactory,
+            ) -> dict[str, subprocess.CompletedProcess[str]]:
+    db = tmp_path_factory.mktemp("cli_errors") / "tuning.db"
+    TuningDB.open(db, writable=True).close()  # a real, empty tuning DB
+    argvs = [[a.replace("{db}", str(db)) for a in argv] for argv, _ in CASES.values()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        done = pool.map(_run, (argv for argv, _ in CASES.values()))
-        return dict(zip(CASES, done, strict=True))
+        return dict(zip(CASES, pool.map(_run, argvs), strict=True))
 
 
 @pytest.mark.parametrize("case", list(CASES))
