@@ -61,13 +61,26 @@ CHECK = textwrap.dedent("""
 """)
 
 
-def _recorded_db(path: Path) -> None:
-    db = TuningDB.open(path, writable=True)
+def _recorded_db(path: Path, *, unmerged_wal: bool = False) -> None:
+    """A tuning DB holding one winner. ``unmerged_wal``: the winner is only in the -wal
+    file (copied, with its -shm, while the writer still had it open, as a snapshot of a
+    volume being written elsewhere): immutable mode would not see it."""
+    source = path.with_name("writer.db") if unmerged_wal else path
+    db = TuningDB.open(source, writable=True)
+    if unmerged_wal:
+        db.db.execute("PRAGMA wal_autocheckpoint=0")
     device = DeviceInfo(kind="rocm", arch="gfx950", name="MI355X", compute_units=256)
     db.record_selection(device, current_software(),
                         synthetic_problem("mm", 8, 4096, 4096, dtype="bfloat16", layout="nt"),
                         [CandidateResult("flydsl-best", "flydsl", "flydsl-best", FLYDSL, 1.0)])
+    if unmerged_wal:
+        for suffix in ("", "-wal", "-shm"):
+            shutil.copy(f"{source}{suffix}", f"{path}{suffix}")
+        assert path.with_name(path.name + "-wal").stat().st_size > 0
     db.close()
+    if unmerged_wal:
+        for leftover in source.parent.glob(source.name + "*"):
+            leftover.unlink()
 
 
 def _write_refused(folder: Path) -> bool:
@@ -97,11 +110,13 @@ def _run_check(folder: Path, db: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_read_only_folder_serves_hits_records_nothing_one_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unmerged_wal", [False, True], ids=["packed", "unmerged_wal"])
+def test_read_only_folder_serves_hits_records_nothing_one_warning(
+        tmp_path: Path, unmerged_wal: bool) -> None:
     folder = tmp_path / "shared"
     folder.mkdir()
     db = folder / "tuning.db"
-    _recorded_db(db)
+    _recorded_db(db, unmerged_wal=unmerged_wal)
     before = sorted(p.name for p in folder.iterdir())
     db.chmod(0o444)
     folder.chmod(0o555)
