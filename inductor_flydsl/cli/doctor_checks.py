@@ -230,7 +230,10 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
 
     config_reasons = inductor_config_reasons()
     requested = FLYDSL_TOKEN in tokens
-    why_not = flydsl_reasons + config_reasons + internals_found
+    from ..flydsl_backend.toolchain import find_ld_lld
+
+    lld = [] if find_ld_lld() else ["no AMDGPU-capable ld.lld to link FlyDSL kernels"]
+    why_not = flydsl_reasons + config_reasons + internals_found + lld
     if not requested:
         flydsl = "no (not requested: add FLYDSL to TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS)"
         if why_not:
