@@ -35,7 +35,7 @@ from ..sweep.runner import (
 )
 from ..sweep.sharding import shard_db_path, shard_from_environment
 from .output import console, err_console, fail, print_json, print_table
-from .sweep_progress import SweepProgress
+from .sweep_progress import SweepProgress, item_name
 
 COMMAND_NAMES = ("sweep",)
 
@@ -174,7 +174,7 @@ def print_summary(summary: SweepSummary) -> None:
     failed = [o for o in summary.outcomes if o.status == FAILED]
     if failed:
         print_table("failed items", ["item", "id", "error"],
-                    [(o.item.summary(), o.item.item_id,
+                    [(item_name(o.item, o.problems), o.item.item_id,
                       (o.error.strip().splitlines() or [""])[0][:120]) for o in failed])
     if summary.not_started:
         console.print(f"{summary.not_started} items not started; run again with --resume "
