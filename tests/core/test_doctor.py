@@ -34,12 +34,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
     tmp = tmp_path_factory.mktemp("doctor")
     not_a_folder = tmp / "a_file"
     not_a_folder.write_text("")
-    cases = {
+    cases = {  # each run costs an `import torch` and internals.problems(): two runs
         "ok": {"INDUCTOR_FLYDSL_DB": str(tmp / "tuning.db")},
-        "bad_settings": {"INDUCTOR_FLYDSL_DB": str(tmp / "tuning.db"),
-                         "INDUCTOR_FLYDSL_MODE": "bogus", "INDUCTOR_FLYDSL_CANIDATES": "3"},
-        "cannot_record_nor_flydsl": {"INDUCTOR_FLYDSL_DB": str(not_a_folder / "tuning.db"),
-                                     "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS": "ATEN,FLYDSL"},
+        # every problem doctor exits 1 for, each of which it must list by itself
+        "problems": {"INDUCTOR_FLYDSL_DB": str(not_a_folder / "tuning.db"),
+                     "INDUCTOR_FLYDSL_MODE": "readwrite", "INDUCTOR_FLYDSL_REPEATS": "zero",
+                     "INDUCTOR_FLYDSL_CANIDATES": "3",
+                     "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS": "ATEN,FLYDSL"},
     }
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return dict(zip(cases, pool.map(_doctor, cases.values()), strict=True))
@@ -66,26 +67,34 @@ def test_sections_and_exit_0(runs: dict[str, subprocess.CompletedProcess[str]],
     assert "No problems" in text
 
 
-def test_bad_settings_exit_1(runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    done = runs["bad_settings"]
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    assert "2 problem(s)" in done.stdout
-    assert re.search(r"^  - INDUCTOR_FLYDSL_MODE='bogus': not a mode: use one of readwrite, "
-                     "readonly, off$", done.stdout, re.M)
-    assert re.search(r"^  - INDUCTOR_FLYDSL_CANIDATES='3': not a setting", done.stdout, re.M)
-
-
-def test_unwritable_db_and_unavailable_flydsl_exit_1(
+def test_each_problem_listed_and_exit_1(
         runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    done = runs["cannot_record_nor_flydsl"]
+    done = runs["problems"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert re.search(r"^  ! writable +no \(.*a_file is not a folder\)", done.stdout, re.M)
-    assert "cannot be written: set INDUCTOR_FLYDSL_DB to a writable path" in done.stdout
+    text = done.stdout
+    assert re.search(r"^  ! INDUCTOR_FLYDSL_REPEATS +zero \(env\)", text, re.M)
+    assert re.search(r"^  - INDUCTOR_FLYDSL_REPEATS='zero': not a whole number of at least "
+                     "1$", text, re.M)
+    assert re.search(r"^  - INDUCTOR_FLYDSL_CANIDATES='3': not a setting", text, re.M)
+    assert re.search(r"^  ! writable +no \(.*a_file is not a folder\)", text, re.M)
+    assert "cannot be written: set INDUCTOR_FLYDSL_DB to a writable path" in text
+    expected = 3
     if torch.version.hip is None:  # FlyDSL cannot run on this machine
         assert "FlyDSL is requested (FLYDSL in the backends) but cannot be offered: torch " \
-               "is not a ROCm build" in done.stdout
+               "is not a ROCm build" in text
+        expected += 1
+    assert f"{expected} problem(s)" in text
+
+
+def test_bad_mode_named_in_a_real_subprocess(tmp_path: Path) -> None:
+    """A mode typo: exit 1, the variable and the valid modes named once."""
+    done = _doctor({"INDUCTOR_FLYDSL_DB": str(tmp_path / "t.db"),
+                    "INDUCTOR_FLYDSL_MODE": "bogus"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("  - ")]
+    assert lines == ["  - INDUCTOR_FLYDSL_MODE='bogus': not a mode: use one of readwrite, "
+                     "readonly, off"], lines
 
 
 def test_every_variable_the_package_reads_is_listed() -> None:
