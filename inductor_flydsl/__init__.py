@@ -5,7 +5,7 @@ Usage::
     import inductor_flydsl
     inductor_flydsl.enable()                  # or INDUCTOR_FLYDSL=1 in the environment
     model = torch.compile(model, mode="max-autotune")
-    inductor_flydsl.stats()                   # {'hits': ..., 'misses': ..., 'recorded': ...}
+    print(inductor_flydsl.stats())            # a table; stats()['hits'], .as_dict()
 
 Modes: ``readwrite`` (default: reuse winners, record every autotune), ``readonly`` (reuse
 winners, never write), ``off``.
@@ -35,6 +35,7 @@ from .settings import (
     environment_errors,
     settings_from_env,
 )
+from .stats_view import StatsSnapshot
 from .version import __version__
 
 __all__ = ["Mode", "PluginUnavailable", "SettingError", "__version__", "active_settings",
@@ -209,13 +210,15 @@ def enabled(db_path: str | os.PathLike[str] | None = None,
                 enable(before.db_path, before.mode)
 
 
-def stats() -> dict[str, Any]:
-    """Counters for this process: hits, dynamic_hits (a dynamic-shape problem served by
+def stats() -> StatsSnapshot:
+    """Counters for this process, as a dict whose ``str()`` (and ``repr()``) is a readable
+    table; ``.as_dict()`` gives a plain dict: hits, dynamic_hits (a dynamic-shape problem served by
     its own record), bucket_hits, prior_hits (no exact winner: the short list of the
     nearest older record was benchmarked), misses, stale, recorded, benchmarked, errors,
     refused (problems outside the definition of a valid problem, with ``refusals``: op and
     reason each), and the list of decisions (problem, chosen candidate, where the choice
-    came from)."""
+    came from), and the epilogues (what the scheduler ran after each GEMM: its epilogue ops,
+    whether they were fused into the GEMM kernel)."""
     from .counters import PROCESS_STATS
 
     return PROCESS_STATS.snapshot()

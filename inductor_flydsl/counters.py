@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass, field
 
+from .stats_view import StatsSnapshot
+
 
 @dataclass
 class Decision:
@@ -65,9 +67,9 @@ class Stats:
             self.refused += 1
             self.refusals.append({"op": op, "reason": reason})
 
-    def snapshot(self) -> dict[str, object]:
+    def snapshot(self) -> StatsSnapshot:
         with self._lock:
-            return {
+            return StatsSnapshot({
                 "hits": self.hits, "dynamic_hits": self.dynamic_hits,
                 "bucket_hits": self.bucket_hits, "prior_hits": self.prior_hits,
                 "misses": self.misses, "partial_hits": self.partial_hits,
@@ -78,7 +80,7 @@ class Stats:
                 "refusals": [dict(r) for r in self.refusals],
                 "decisions": [asdict(d) for d in self.decisions],
                 "epilogues": [dict(e) for e in self.epilogues],
-            }
+            })
 
 
 PROCESS_STATS = Stats()

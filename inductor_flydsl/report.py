@@ -17,7 +17,9 @@ measured under, and so do scaled GEMMs.
 
 Confidence (schema version 2): each winner is ``high``, ``low`` (measured on a busy machine,
 or not separated from the runner-up beyond the noise) or unknown (recorded before version
-2). The report counts the low-confidence winners and lists them apart from the others.
+2). The report counts the low-confidence winners, shows them in the winners tables flagged
+``low (not in geomean)``, lists them again with the reason, and leaves them out of every
+geomean (a note says how many were left out).
 
 The ``baseline`` column says which was used. Coverage lists the problems recorded as
 misses that still have no winner for the same device and software: shapes a shipped DB
@@ -173,19 +175,31 @@ class Report:
                 **self.coverage()}
 
 
+GEOMEAN_COLUMNS = ["device", "family", "baseline", "problems", "geomean_speedup"]
+LOW_FLAG = "low (not in geomean)"
+
+
+def geomean_table(problems: pd.DataFrame) -> pd.DataFrame:
+    """Geomean speedup per (device, family, baseline) over the winners that are not
+    low-confidence: a noisy winner's speedup is not a measurement to average."""
+    counted = problems[problems["confidence"] != "low"]
+    if counted.empty:
+        return pd.DataFrame(columns=GEOMEAN_COLUMNS)
+    return (counted.groupby(["device", "family", "baseline"])
+            .agg(problems=("speedup", "size"), geomean_speedup=("speedup", geomean))
+            .reset_index())[GEOMEAN_COLUMNS]
+
+
 def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
     problems = problem_table(db)
     if problems.empty:
         wins = pd.DataFrame(columns=["device", "backend", "wins"])
-        geomeans = pd.DataFrame(columns=["device", "family", "baseline", "problems",
-                                         "geomean_speedup"])
+        geomeans = pd.DataFrame(columns=GEOMEAN_COLUMNS)
     else:
         wins = (problems.groupby(["device", "winner_backend"]).size()
                 .reset_index(name="wins").rename(columns={"winner_backend": "backend"})
                 .sort_values(["device", "wins", "backend"], ascending=[True, False, True]))
-        geomeans = (problems.groupby(["device", "family", "baseline"])
-                    .agg(problems=("speedup", "size"),
-                         geomean_speedup=("speedup", geomean)).reset_index())
+        geomeans = geomean_table(problems)
     failed = _frame(db, """
         select d.arch, p.summary as problem, r.backend, r.name, r.status, r.error,
                r.problem_id, r.candidate_id
@@ -253,8 +267,7 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     geo = s["geomean_speedup"]
     out = [f"# Tuning report: `{report.db_path}`", "",
            f"- problems with a winner: **{s['problems']}**",
-           f"- geomean speedup of the winner over its baseline: "
-           f"**{'see per device and baseline below' if geo is None else f'{geo:.3f}x'}**",
+           f"- geomean speedup of the winner over its baseline: **{_headline(report, geo)}**",
            f"- candidates that failed (status != ok): {s['failed_candidates']}",
            f"- low-confidence winners (noisy): **{s['low_confidence_winners']}** of "
            f"{s['problems']} ({s['confident_winners']} confident, "
@@ -269,20 +282,34 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if report.problems.empty:
         out += ["No winners recorded.", ""]
     else:
-        confident = report.problems[report.problems["confidence"] != "low"]
+        flagged = report.problems.copy()
+        flagged["confidence"] = flagged["confidence"].map(
+            lambda c: LOW_FLAG if c == "low" else c)
+        if s["low_confidence_winners"]:
+            out += [f"{s['low_confidence_winners']} of {s['problems']} winners are "
+                    f"low-confidence: shown flagged `{LOW_FLAG}`, listed with the reason "
+                    "below, and left out of the geomean.", ""]
         out += [markdown_table(
-            confident[confident["family"] == "dense"],
+            flagged[flagged["family"] == "dense"],
             ["device", "problem", "winner_backend", "winner", "winner_ms", "baseline",
              "baseline_backend", "baseline_ms", "speedup", "candidates", "confidence",
              "winner_iqr_ms"],
             ["device", "problem", "backend", "winner", "winner ms", "baseline",
              "baseline backend", "baseline ms", "speedup", "candidates", "confidence",
              "IQR ms"]), ""]
-        out += _grouped_section(confident[confident["family"] == "grouped"])
-        out += _scaled_section(confident[confident["family"] == "scaled"])
+        out += _grouped_section(flagged[flagged["family"] == "grouped"])
+        out += _scaled_section(flagged[flagged["family"] == "scaled"])
         out += _noisy_section(report)
         out += ["## Wins per backend", "", markdown_table(report.wins), ""]
-        out += ["## Geomean speedup", "", markdown_table(report.geomeans), ""]
+        out += ["## Geomean speedup", ""]
+        if report.geomeans.empty:
+            out += ["No geomean: every winner is low-confidence (noisy). Re-measure them "
+                    "on a quiet machine with `inductor-flydsl sweep --remeasure-noisy`.", ""]
+        else:
+            out += [markdown_table(report.geomeans), ""]
+        if s["low_confidence_winners"] and not report.geomeans.empty:
+            out += [f"Left out of the geomean: {s['low_confidence_winners']} low-confidence "
+                    "winner(s).", ""]
     if plot_path:
         out += [f"![speedup per problem]({plot_path})", ""]
     out += ["## Candidates that failed validation or compilation", ""]
@@ -310,6 +337,14 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if not report.sweep.empty:
         out += ["## Sweep status", "", markdown_table(report.sweep), ""]
     return "\n".join(out)
+
+
+def _headline(report: Report, geo: float | None) -> str:
+    if geo is not None:
+        return f"{geo:.3f}x"
+    if report.geomeans.empty and not report.problems.empty:
+        return "none: every winner is low-confidence"
+    return "see per device and baseline below"
 
 
 _FAMILY_COLUMNS = (["device", "problem", "winner_backend", "winner", "winner_ms",
@@ -362,13 +397,15 @@ def _noisy_section(report: Report) -> list[str]:
                             "IQR ms", "runner-up ms", "why"]), ""]
 
 
-def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
+def speedup_figure(report: Report) -> Any:
     """Horizontal bars: winner speedup over its baseline per problem, coloured by the
-    winning backend (matplotlib, Agg backend)."""
+    winning backend, low-confidence winners hatched. The legend sits outside the axes, to
+    the right, so it never covers a bar or its label (matplotlib, Agg backend)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     data = report.problems[report.problems["speedup"].notna()]
     multi_device = data["device"].nunique() > 1
@@ -378,32 +415,53 @@ def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
     palette = plt.get_cmap("tab10")
     colors = {b: palette(i % 10) for i, b in enumerate(backends)}
     fig, ax = plt.subplots(figsize=(9, max(2.5, 0.35 * len(data) + 1.5)))
+    if data.empty:
+        ax.text(0.5, 0.5, "no problem with a baseline", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    low = (data["confidence"] == "low").tolist()
+    speedups = data["speedup"].astype(float).tolist()
+    ax.barh(range(len(data)), speedups, color=[colors[b] for b in data["winner_backend"]],
+            hatch=["//" if is_low else "" for is_low in low], edgecolor="white")
+    ax.set_yticks(range(len(data)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    smallest, largest = min(speedups), max(speedups)
+    if largest > 10 * max(smallest, 1e-9):
+        ax.set_xscale("log")  # noisy outliers would flatten every other bar
+        ax.set_xlim(max(smallest, 1e-9) / 1.5, largest * 3)  # room for the value labels
+    else:
+        ax.set_xlim(0, max(largest, 1.0) * 1.2)
+    for y, (value, is_low) in enumerate(zip(speedups, low, strict=True)):
+        ax.text(value, y, f" {value:.3g}x" + (" (low)" if is_low else ""), va="center",
+                fontsize=7)
+    ax.set_xlabel("speedup of the winner over its baseline (x)")
+    kinds = ", ".join(sorted(data["baseline"].unique()))
+    ax.set_title(f"Winner speedup per problem (baseline: {kinds})", fontsize=10)
+    handles = [Patch(color=colors[b], label=b) for b in backends]
+    if any(low):
+        handles.append(Patch(facecolor="lightgrey", hatch="//", edgecolor="dimgrey",
+                             label="low confidence\n(not in geomean)"))
+    ax.legend(handles=handles, title="winner", fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return fig
+
+
+def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
+    """:func:`speedup_figure` as a PNG at ``path`` (its folder is created)."""
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    fig = speedup_figure(report)
     try:
-        if data.empty:
-            ax.text(0.5, 0.5, "no problem with a baseline", ha="center", va="center")
-            ax.set_axis_off()
-        else:
-            ax.barh(range(len(data)), data["speedup"],
-                    color=[colors[b] for b in data["winner_backend"]])
-            ax.set_yticks(range(len(data)), labels, fontsize=8)
-            ax.invert_yaxis()
-            ax.axvline(1.0, color="black", linewidth=0.8)
-            if data["speedup"].max() > 10 * max(data["speedup"].min(), 1e-9):
-                ax.set_xscale("log")  # noisy outliers would flatten every other bar
-            for y, value in enumerate(data["speedup"]):
-                ax.text(value, y, f" {value:.3g}x", va="center", fontsize=7)
-            ax.set_xlabel("speedup of the winner over its baseline (x)")
-            kinds = ", ".join(sorted(data["baseline"].unique()))
-            ax.set_title(f"Winner speedup per problem (baseline: {kinds})", fontsize=10)
-            handles = [plt.Rectangle((0, 0), 1, 1, color=colors[b]) for b in backends]
-            ax.legend(handles, backends, title="winner", fontsize=8, loc="lower right")
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, format="png", dpi=100)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, format="png", dpi=100, bbox_inches="tight")
     finally:
         plt.close(fig)
     return out
 
 
 def write_csv(report: Report, path: str | os.PathLike[str]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     report.problems.to_csv(path, index=False)

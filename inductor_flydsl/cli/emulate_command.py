@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..db.queries import parse_shape
+from .arguments import BadArgument, parse_gemm_shape
 from .output import console, fail, print_json
 
 COMMAND_NAMES = ("emulate",)
@@ -55,14 +55,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot read --isa: {exc}")
     try:
+        dims = parse_gemm_shape(args.op, args.shape)
+    except BadArgument as exc:
+        return fail(str(exc))
+    try:
         template = load_template(args.template)
+    except (ValueError, OSError, ImportError) as exc:
+        return fail(f"--template {args.template!r}: {exc}")
+    try:
         config = template.GemmConfig.from_json(json.loads(args.config))
-        dims = parse_shape(args.shape)
-    except (ValueError, json.JSONDecodeError) as exc:
-        return fail(f"bad --template/--config/--shape: {exc}")
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return fail(f"--config {args.config!r}: {exc}")
     batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (2, dims)
-    if len(dims) == 4 and args.op != "bmm":
-        return fail("a batch (BxMxNxK) is only valid with --op bmm")
     try:
         target = parse_program(text).kernel.arch
     except Exception as exc:

@@ -15,17 +15,19 @@ from ..db.queries import (
     describe_epilogue,
     describe_winner,
     epilogue_decisions,
-    parse_shape,
 )
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
 from ..priors import describe_record_line
 from ..problem import synthetic_problem
 from ..settings import settings_from_env
+from .arguments import BadArgument, parse_choice, parse_gemm_shape, parse_layout
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("explain",)
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "bfloat16": "bfloat16",
           "float16": "float16", "float32": "float32"}
+MX_OUT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "bfloat16": "bfloat16",
+                 "float16": "float16"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -184,10 +186,12 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
 def _mx_problem(args: argparse.Namespace, m: int, n: int, k: int) -> Any:
     from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
 
-    out = DTYPES.get(args.out_dtype.lower())
-    if out not in ("bfloat16", "float16"):
-        raise ValueError(f"--out-dtype {args.out_dtype!r}: use bf16 or fp16")
-    return synthetic_mx_problem(m, n, k, formats=parse_mx_dtype(args.dtype), out_dtype=out,
+    out = parse_choice("--out-dtype", args.out_dtype, MX_OUT_DTYPES)
+    try:
+        formats = parse_mx_dtype(args.dtype)
+    except ValueError as exc:
+        raise BadArgument("--dtype", args.dtype, str(exc).split(": ", 1)[-1]) from None
+    return synthetic_mx_problem(m, n, k, formats=formats, out_dtype=out,
                                 bias=args.bias, swizzled_scales=args.swizzled_scales)
 
 
@@ -195,15 +199,14 @@ def run(args: argparse.Namespace) -> int:
     if args.op == "scaled_mm":
         return _run_mx(args)
     try:
-        dims = parse_shape(args.shape)
-        dtype = DTYPES[args.dtype.lower()]
-    except (ValueError, KeyError):
-        return fail(f"bad --shape {args.shape!r} or --dtype {args.dtype!r}")
+        dims = parse_gemm_shape(args.op, args.shape)
+        dtype = parse_choice("--dtype", args.dtype, DTYPES)
+        layout = parse_layout(args.layout)
+    except BadArgument as exc:
+        return fail(str(exc))
     batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (1, dims)
-    if len(dims) == 4 and args.op not in ("bmm", "grouped_mm"):
-        return fail("a batch (BxMxNxK) is only valid with --op bmm (GxTxNxK: grouped_mm)")
     try:
-        problem = synthetic_problem(args.op, m, n, k, dtype=dtype, layout=args.layout.lower(),
+        problem = synthetic_problem(args.op, m, n, k, dtype=dtype, layout=layout,
                                     batch=batch)
     except ValueError as exc:
         return fail(str(exc))
@@ -345,13 +348,10 @@ def _run_mx(args: argparse.Namespace) -> int:
     from ..flydsl_backend.mx_eligibility import variant_dtype
 
     try:
-        dims = parse_shape(args.shape)
-        if len(dims) != 3:
-            raise ValueError("scaled_mm takes MxNxK")
-        m, n, k = dims
+        m, n, k = parse_gemm_shape("scaled_mm", args.shape)
         problem = _mx_problem(args, m, n, k)
-    except ValueError as exc:
-        return fail(f"bad --shape/--dtype for scaled_mm: {exc}")
+    except BadArgument as exc:
+        return fail(str(exc))
     result = explain(problem, args.arch, search_space=args.search_space,
                      check_runtime=args.check_runtime)
     status = 0

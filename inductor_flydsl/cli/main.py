@@ -11,6 +11,7 @@ from ..version import __version__
 from . import (
     compile_check,
     db_commands,
+    doctor_command,
     emulate_command,
     explain_command,
     output,
@@ -19,7 +20,7 @@ from . import (
 )
 
 COMMANDS = [db_commands, explain_command, compile_check, emulate_command, sweep_command,
-            report_command]
+            report_command, doctor_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,9 +37,17 @@ def run(args: argparse.Namespace) -> int:
         report = load_report(path)
     except UnusableDB as exc:
         return fail(str(exc))
+    for option, target in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
+        problem = _output_problem(target)
+        if problem:
+            return fail(f"{option} {str(target)!r}: {problem}")
     plot_ref = None
     if args.plot:
-        plot_speedup(report, args.plot)
+        try:
+            plot_speedup(report, args.plot)
+        except ImportError as exc:
+            return fail(f"--plot needs matplotlib ({exc.name} is missing): "
+                        "pip install 'inductor-flydsl[report]'")
         base = args.out.parent if args.out else Path.cwd()
         plot_ref = os.path.relpath(args.plot.resolve(), base.resolve())
     if args.csv:
@@ -55,3 +63,18 @@ def run(args: argparse.Namespace) -> int:
     elif not args.json:
         print(text)
     return 0
+
+
+def _output_problem(path: Path | None) -> str | None:
+    """Create the folder of an output file; why it cannot be written there, or None."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return "is a folder; give a file name"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create its folder {str(path.parent)!r}: {exc.strerror or exc}"
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {str(path.parent)!r} cannot be written"
+    return None

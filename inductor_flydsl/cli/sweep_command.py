@@ -11,16 +11,6 @@ import os
 import sys
 from pathlib import Path
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from ..db.open import UnusableDB, open_db
 from ..settings import default_db_path, settings_from_env
 from ..sweep.batch import MAX_BATCH
@@ -34,12 +24,8 @@ from ..sweep.presets import (
     preset,
 )
 from ..sweep.runner import (
-    DONE,
     FAILED,
-    INTERRUPTED,
-    SKIPPED,
     Identity,
-    ItemOutcome,
     SweepError,
     SweepOptions,
     SweepSummary,
@@ -49,9 +35,9 @@ from ..sweep.runner import (
 )
 from ..sweep.sharding import shard_db_path, shard_from_environment
 from .output import console, err_console, fail, print_json, print_table
+from .sweep_progress import SweepProgress, item_name
 
 COMMAND_NAMES = ("sweep",)
-STATUS_STYLE = {DONE: "green", FAILED: "red", SKIPPED: "yellow", INTERRUPTED: "magenta"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -163,47 +149,6 @@ def _items(args: argparse.Namespace, db_path: Path, identity: Identity) -> list[
     return preset(name)
 
 
-class _ProgressUI:
-    """A rich progress bar (stderr) with done/failed/skipped counts and a line per item."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.progress = Progress(
-            SpinnerColumn(), TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("[green]{task.fields[done]} done[/] [red]{task.fields[failed]} "
-                       "failed[/] [yellow]{task.fields[skipped]} skipped[/]"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=err_console, disable=not enabled)
-        self.task = None
-        self.counts = {DONE: 0, FAILED: 0, SKIPPED: 0}
-
-    def plan(self, summary: SweepSummary, todo: list[SweepItem]) -> None:
-        if summary.resumed_skip:
-            err_console.print(f"resume: {summary.resumed_skip} of {summary.items_total} "
-                              "items already finished")
-        self.progress.start()
-        self.task = self.progress.add_task("sweep", total=len(todo), **self.counts)
-
-    def event(self, kind: str, outcome: ItemOutcome | None) -> None:
-        if kind != "finished" or outcome is None or self.task is None:
-            return
-        if outcome.status in self.counts:
-            self.counts[outcome.status] += 1
-        self.progress.update(self.task, advance=1, **self.counts)
-        if self.enabled:
-            style = STATUS_STYLE.get(outcome.status, "white")
-            note = outcome.source or (outcome.error.strip().splitlines() or [""])[0][:90]
-            if outcome.busy:
-                note += f" [yellow](noisy: {outcome.busy[:80]})[/yellow]"
-            where = f" [GPU {outcome.slot}]" if outcome.slot != "cpu" else ""
-            self.progress.console.print(
-                f"[{style}]{outcome.status:>11}[/] {outcome.item.summary()}{where} "
-                f"{outcome.seconds:.1f} s  {note}")
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-
 def print_summary(summary: SweepSummary) -> None:
     data = summary.as_json()
     device = summary.device
@@ -229,7 +174,7 @@ def print_summary(summary: SweepSummary) -> None:
     failed = [o for o in summary.outcomes if o.status == FAILED]
     if failed:
         print_table("failed items", ["item", "id", "error"],
-                    [(o.item.summary(), o.item.item_id,
+                    [(item_name(o.item, o.problems), o.item.item_id,
                       (o.error.strip().splitlines() or [""])[0][:120]) for o in failed])
     if summary.not_started:
         console.print(f"{summary.not_started} items not started; run again with --resume "
@@ -279,10 +224,10 @@ def run(args: argparse.Namespace) -> int:
                            on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,
                            remeasure=args.remeasure or args.remeasure_noisy,
                            isolate=args.isolate, batch_items=args.batch_items)
-    ui = _ProgressUI(enabled=not args.no_progress and not args.json)
+    ui = SweepProgress(enabled=not args.no_progress and not args.json)
     try:
         summary = run_sweep(items, options, slots, identity, on_event=ui.event,
-                            on_plan=ui.plan)
+                            on_plan=ui.plan, on_wait=ui.wait)
     except (ItemError, SweepError) as exc:
         return fail(str(exc))
     finally:

@@ -17,9 +17,9 @@ from pathlib import Path
 from ..device import DeviceInfo
 from ..noise import Confidence
 from ..problem import Problem
-from ..settings import Mode, Settings
+from ..settings import ENV_DB, ENV_MODE, Mode, Settings
 from ..software import SoftwareInfo
-from .open import UnusableDB
+from .open import UnusableDB, is_read_only_place
 from .shipped import shipped_db_paths
 from .store import (
     CandidateResult,
@@ -76,17 +76,38 @@ class LayeredTuningDB:
     def user_db(self) -> TuningDB | None:
         with self._lock:
             if self._user is None and not self._user_failed:
-                writable = self.settings.mode is Mode.READWRITE
+                path = self.settings.db_path
+                wants_writes = self.settings.mode is Mode.READWRITE
+                read_only_here = wants_writes and is_read_only_place(path)
                 try:
-                    self._user = TuningDB.open(self.settings.db_path, writable=writable,
-                                               busy_timeout_ms=COMPILE_BUSY_TIMEOUT_MS,
-                                               lock_retries=COMPILE_LOCK_RETRIES)
+                    try:
+                        self._user = self._open_user(writable=wants_writes
+                                                     and not read_only_here)
+                    except UnusableDB as exc:
+                        # a read-only mount os.access did not see: SQLite refused a write
+                        if not wants_writes or read_only_here or "readonly" not in str(exc):
+                            raise
+                        read_only_here = True
+                        self._user = self._open_user(writable=False)
                 except (UnusableDB, sqlite3.Error, OSError) as exc:
                     self._user_failed = True
-                    warn_once(f"user:{self.settings.db_path}",
+                    warn_once(f"user:{path}",
                               f"inductor_flydsl: tuning DB not used: {exc}. Compilation "
                               "continues as plain max-autotune; the file was not modified.")
+                    return None
+                if read_only_here:
+                    warn_once(f"read-only:{path}",
+                              f"inductor_flydsl: tuning DB {path} is read-only here (the "
+                              "file or its folder cannot be written): its recorded winners "
+                              "are served, but this process records nothing. Point "
+                              f"{ENV_DB} at a writable file to record, or set "
+                              f"{ENV_MODE}=readonly to silence this warning.")
             return self._user
+
+    def _open_user(self, *, writable: bool) -> TuningDB:
+        return TuningDB.open(self.settings.db_path, writable=writable,
+                             busy_timeout_ms=COMPILE_BUSY_TIMEOUT_MS,
+                             lock_retries=COMPILE_LOCK_RETRIES)
 
     def shipped_dbs(self) -> list[TuningDB]:
         with self._lock:

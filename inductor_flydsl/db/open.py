@@ -62,9 +62,12 @@ def _connect(path: Path, *, writable: bool, immutable: bool = False,
                                check_same_thread=False)
     else:
         uri = path.resolve().as_uri() + "?mode=ro"
-        if immutable or not _can_write_beside(path):
+        if immutable or (not can_write_beside(path) and not _has_unmerged_wal(path)):
             # A WAL database in a read-only place cannot create its -shm file; immutable
-            # mode reads it without one (safe: nobody can write there either).
+            # mode reads it without one (safe: nobody can write there either). Immutable
+            # mode ignores a -wal file, so one holding changes not yet merged into the
+            # file is read through SQLite's read-only WAL support instead (it needs the
+            # -shm file beside it).
             uri += "&immutable=1"
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000,
                                check_same_thread=False)
@@ -72,8 +75,25 @@ def _connect(path: Path, *, writable: bool, immutable: bool = False,
     return conn
 
 
-def _can_write_beside(path: Path) -> bool:
+def can_write_beside(path: Path) -> bool:
+    """Whether this process may write ``path`` and create files next to it (SQLite's
+    -wal/-shm/-journal files). False on a read-only mount, even for root."""
     return os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
+
+
+def _has_unmerged_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    try:
+        return wal.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def is_read_only_place(path: str | os.PathLike[str]) -> bool:
+    """An existing DB file that cannot be written here (file or folder read-only, e.g. a
+    shared read-only mount): it can still be opened read-only and served."""
+    path = Path(path)
+    return path.is_file() and not can_write_beside(path)
 
 
 def check_schema(db: sqlite_utils.Database, path: Path) -> int:

@@ -48,13 +48,14 @@ def db_stats(db: sqlite_utils.Database) -> dict[str, Any]:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``MxNxK`` or ``BxMxNxK`` (batch first)."""
+    """``MxNxK`` or ``BxMxNxK`` (batch first), as ``db list --shape`` takes it."""
+    form = "use MxNxK or BxMxNxK with positive whole numbers, e.g. 8x4096x4096"
     try:
         dims = tuple(int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise ValueError(f"bad shape {text!r}: use MxNxK, e.g. 8x4096x4096") from None
+        raise ValueError(f"--shape {text!r}: {form}") from None
     if len(dims) not in (3, 4) or any(d <= 0 for d in dims):
-        raise ValueError(f"bad shape {text!r}: use MxNxK or BxMxNxK with positive sizes")
+        raise ValueError(f"--shape {text!r}: {form}")
     return dims
 
 

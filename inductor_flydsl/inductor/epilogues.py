@@ -95,6 +95,33 @@ def _op_name(origin: Any) -> str:
     return parts[-1]
 
 
+def _is_pointwise(origin: Any) -> bool:
+    target = getattr(origin, "target", None)
+    return "pointwise" in {str(t).rsplit(".", 1)[-1] for t in getattr(target, "tags", ())}
+
+
+def _gemm_nodes(snode: Any, own: set[Any]) -> set[Any]:
+    """The GEMM's own FX node: the buffer's ``origin_node`` when Inductor set it, else the
+    last (in graph order) of its origins that is not a pointwise op. Its origins also hold
+    the ops its inputs were computed by (inlined into it): those come before it, and the
+    walk over its users never reaches them."""
+    origin_node = getattr(getattr(snode, "node", None), "origin_node", None)
+    if origin_node in own:
+        return {origin_node}
+    order = _graph_order(own)
+    kernels = [o for o in own if not _is_pointwise(o)]
+    if kernels:
+        return {max(kernels, key=lambda o: order.get(o, -1))}
+    return {o for o in own if not any(a in own for a in o.all_input_nodes)}
+
+
+def _call(snode: Any, method: str) -> bool:
+    try:
+        return bool(getattr(snode, method)())
+    except Exception:
+        return False
+
+
 def _graph_order(origins: set[Any]) -> dict[Any, int]:
     order: dict[Any, int] = {}
     for graph in {getattr(o, "graph", None) for o in origins} - {None}:
@@ -105,16 +132,18 @@ def _graph_order(origins: set[Any]) -> dict[Any, int]:
 
 
 def epilogue_nodes(snode: Any, group: Sequence[Any],
-                   consumers: Sequence[Any]) -> tuple[list[Any], set[Any]]:
-    """The FX nodes of a GEMM's epilogue, in graph order, and those of them fused into its
-    kernel. The GEMM's own nodes are the roots of its scheduler node's origins (none of
-    their inputs is among them); the epilogue is every origin of the fused nodes and of
-    the consumers that uses a GEMM node's result, directly or through other epilogue
-    nodes (a template's origins include its fused epilogue's ops: they count as fused)."""
+                   consumers: Sequence[Any]) -> tuple[list[Any], set[Any], set[Any]]:
+    """The FX nodes of a GEMM's epilogue, in graph order, those of them fused into its
+    kernel, and the GEMM's own FX nodes (the buffer's ``origin_node``; failing that, the
+    roots of its origins). The epilogue is every origin of the fused nodes and of the
+    consumers that uses the GEMM's result, directly or through other epilogue nodes (a
+    template's origins include its fused epilogue's ops: they count as fused)."""
     own = _origins(snode)
-    roots = {o for o in own if not any(a in own for a in o.all_input_nodes)}
+    roots = _gemm_nodes(snode, own)
     fused_origins = own.union(*(_origins(n) for n in group if n is not snode)) - roots
-    candidates = fused_origins.union(*(_origins(n) for n in consumers)) - roots
+    # a template or extern kernel reading the GEMM's result (the next GEMM) is no epilogue
+    pointwise = [n for n in consumers if not _call(n, "is_template") and not _call(n, "is_extern")]
+    candidates = fused_origins.union(*(_origins(n) for n in pointwise)) - roots
     found: set[Any] = set()
     frontier = list(roots)
     while frontier:
@@ -124,7 +153,7 @@ def epilogue_nodes(snode: Any, group: Sequence[Any],
                 frontier.append(user)
     order = _graph_order(found)
     ordered = sorted(found, key=lambda n: order.get(n, 0))
-    return ordered, {n for n in found if n in fused_origins}
+    return ordered, {n for n in found if n in fused_origins}, roots
 
 
 def _tensor_pattern(value: Any) -> list[str]:
@@ -191,15 +220,14 @@ def _is_multi_template(snode: Any) -> bool:
 def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDecision:
     """The decision for one noted GEMM node inside its (possibly fused) scheduler node."""
     consumers = _consumers(snode, group)
-    nodes, fused_set = epilogue_nodes(snode, group, consumers)
-    gemm = _origins(snode) - set(nodes)
+    nodes, fused_set, gemm = epilogue_nodes(snode, group, consumers)
     fused_ops = [_op_name(n) for n in nodes if n in fused_set]
     separate_ops = [_op_name(n) for n in nodes if n not in fused_set]
     steps = epilogue_steps(nodes, gemm)
     epilogue = {"ops": [_op_name(n) for n in nodes], "fused": fused_ops,
                 "separate": separate_ops, "steps": steps}
     epilogue_id = stable_id({"steps": steps})
-    fused = bool(fused_ops)
+    fused = bool(fused_ops)  # the epilogue's ops run in the GEMM kernel (not a bias)
     if note.chosen is not None or not _is_multi_template(snode):
         chosen = note.chosen
         gemm_ms = DECIDED.get(chosen) if chosen is not None else None

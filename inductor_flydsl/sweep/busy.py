@@ -18,6 +18,7 @@ sets the default policy (``wait`` otherwise).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import settings
@@ -42,6 +43,18 @@ class _ItemState:
     next_check: float = 0.0
 
 
+@dataclass(frozen=True)
+class BusyWait:
+    """An item held back because the machine is busy: what it waits for, since when."""
+
+    item_id: str
+    policy: str  # "wait" or "backoff"
+    reason: str  # why the machine counts as busy
+    waited_s: float  # so far, for this item
+    max_wait_s: float  # after this the item runs anyway, recorded low-confidence
+    next_check_s: float  # seconds until the machine is checked again
+
+
 @dataclass
 class BusyGate:
     policy: str = "wait"
@@ -49,6 +62,9 @@ class BusyGate:
     probe_s: float = PROBE_S
     check_every_s: float = CHECK_EVERY_S
     waited_s: float = 0.0  # total time items spent held back
+    # told after each busy check that holds an item back, and with None when the item
+    # it held starts (a live status line: the sweep never waits in silence)
+    on_wait: Callable[[BusyWait | None], None] | None = None
     _items: dict[str, _ItemState] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -80,9 +96,14 @@ class BusyGate:
         delay = self.check_every_s if self.policy == "wait" else min(
             self.check_every_s * 2 ** (state.attempts - 1), MAX_BACKOFF_S)
         state.next_check = now + delay
+        if self.on_wait is not None:
+            self.on_wait(BusyWait(item_id, self.policy, reason, waited, self.max_wait_s,
+                                  delay))
         return (HOLD if self.policy == "wait" else DEFER), ""
 
     def _release(self, item_id: str, now: float) -> None:
         state = self._items.pop(item_id, None)
         if state is not None:
             self.waited_s += now - state.first_busy
+            if self.on_wait is not None and not self._items:
+                self.on_wait(None)

@@ -212,6 +212,14 @@ class SweepItem:
         return 2 * self.batch * self.m * self.n * self.k
 
 
+CPU_TUNED_OPS = frozenset({"linear"})  # Inductor on CPU autotunes frozen-weight linears only
+
+
+def always_skipped(item: SweepItem, device_kind: str) -> bool:
+    """Whether a device of this kind always skips ``item`` (on CPU: any op but linear)."""
+    return device_kind == "cpu" and item.op not in CPU_TUNED_OPS
+
+
 def dedupe(items: list[SweepItem]) -> list[SweepItem]:
     """Drop repeats (same item_id), keeping the first occurrence's position."""
     seen: set[str] = set()

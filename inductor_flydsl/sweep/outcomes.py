@@ -65,6 +65,7 @@ class ItemOutcome:
     source: str = ""  # "autotune", "db" (winner reused) or ""
     slot: str = ""
     busy: str = ""  # why the machine was found busy before the item (it ran anyway)
+    problems: list[str] = field(default_factory=list)  # as the DB names them (summaries)
 
 
 @dataclass
@@ -153,6 +154,7 @@ def outcome_of(item: SweepItem, result: dict[str, Any] | None, *, seconds: float
     status = str(result.get("status"))
     out.problem_ids = [str(p) for p in result.get("problem_ids") or []]
     out.source = str(result.get("source") or "")
+    out.problems = [str(p) for p in result.get("problems") or []]
     device_id = (result.get("device") or {}).get("id")
     if device_id and device_id != identity.device_id:
         out.error = (f"worker saw device {device_id}, the sweep is keyed by "

@@ -43,7 +43,7 @@ from ..settings import (
     environment_errors,
 )
 from .batch import MAX_BATCH
-from .busy import HOLD, RUN, BusyGate, default_policy
+from .busy import HOLD, RUN, BusyGate, BusyWait, default_policy
 from .items import ItemError, SweepItem, shard
 from .outcomes import (
     DONE,
@@ -433,12 +433,15 @@ def run_sweep(items: list[SweepItem], options: SweepOptions, slots: list[Slot],
               identity: Identity,
               on_event: Callable[[str, ItemOutcome | None], None] | None = None,
               on_plan: Callable[[SweepSummary, list[SweepItem]], None] | None = None,
+              on_wait: Callable[[BusyWait | None], None] | None = None,
               ) -> SweepSummary:
-    """Select (shard, resume) and run ``items``; every finished item is committed."""
+    """Select (shard, resume) and run ``items``; every finished item is committed.
+    ``on_wait`` is told while an item waits for a quiet machine (``busy.BusyGate``)."""
     if not items:
         raise ItemError("no sweep items")
     check_worker_environment()
     runner = SweepRunner(options, slots, identity, on_event)
+    runner.gate.on_wait = on_wait
     try:
         shard_text = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None
         todo, finished = select_items(items, shard_spec=options.shard,

@@ -42,7 +42,7 @@ import traceback
 from typing import Any
 
 from .. import settings
-from .items import ItemError, SweepItem
+from .items import ItemError, SweepItem, always_skipped
 from .warm_up import warm_up
 
 RESULT_PREFIX = "SWEEP_RESULT "
@@ -209,7 +209,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
     kind = device_kind(device)
     result: dict[str, Any] = {"item_id": item.item_id, "item": item.to_dict(),
                               **describe(device)}
-    if kind == "cpu" and item.op != "linear":
+    if always_skipped(item, kind):
         return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
     from .. import routing
 
@@ -235,7 +235,8 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                           f"candidate or no tunable lowering); plugin stats: "
                           f"hits={stats['hits']} misses={stats['misses']} "
                           f"errors={stats['errors']}"}
-    return {**result, "status": "done", "source": _sources(decisions), "reason": ""}
+    return {**result, "status": "done", "source": _sources(decisions),
+            "problems": sorted({d["problem"] for d in decisions}), "reason": ""}
 
 
 def reset_between_items() -> None:
@@ -263,7 +264,7 @@ def tune_batch(items: list[SweepItem], db: str, device: str,
     results: dict[str, dict[str, Any]] = {}
     runnable = []
     for item in items:
-        if kind == "cpu" and item.op != "linear":
+        if always_skipped(item, kind):
             results[item.item_id] = {"item_id": item.item_id, "item": item.to_dict(), **base,
                                      "status": "skipped",
                                      "reason": CPU_SKIP_REASON.format(op=item.op)}
@@ -304,7 +305,7 @@ def _tune_together(items: list[SweepItem], db: str, device: str, backends: str |
                                            f"batch of {len(items)} (backends {chosen})"}
             continue
         out[item.item_id] = {**result, "status": "done", "source": _sources(mine),
-                             "reason": ""}
+                             "problems": sorted({d["problem"] for d in mine}), "reason": ""}
     return out
 
 
@@ -424,7 +425,7 @@ def _run(args: argparse.Namespace) -> int:
         except (ItemError, json.JSONDecodeError, TypeError, AttributeError) as exc:
             _emit({"status": "failed", "reason": f"bad --item: {exc}"})
             return 2
-        if args.device == "cpu" and item.op != "linear":  # decided without importing torch
+        if args.device == "cpu" and always_skipped(item, "cpu"):  # without importing torch
             _emit({"item_id": item.item_id, "item": item.to_dict(), "status": "skipped",
                    "reason": CPU_SKIP_REASON.format(op=item.op)})
             return 0
