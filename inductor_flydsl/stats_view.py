@@ -8,6 +8,9 @@ from typing import Any
 
 LISTS = ("decisions", "epilogues", "refusals")
 CANDIDATE_WIDTH = 40  # long candidate ids are cut in the table (as_dict() has them whole)
+PROBLEM_WIDTH = 48  # a gemm_epilogue problem names its epilogue: long
+EPILOGUE_WIDTH = 24  # an epilogue's ops
+SOURCE_WIDTH = 40  # where a decision came from (a DB path)
 
 
 def _cell(value: Any, width: int | None = None) -> str:
@@ -50,15 +53,17 @@ class StatsSnapshot(dict[str, Any]):
                       "the choice came from"]
         if decisions:
             lines += format_table(("problem", "backend", "candidate", "source"), [
-                (_cell(d.get("problem")), _cell(d.get("backend")),
-                 _cell(d.get("candidate_id"), CANDIDATE_WIDTH), _cell(d.get("source")))
+                (_cell(d.get("problem"), PROBLEM_WIDTH), _cell(d.get("backend")),
+                 _cell(d.get("candidate_id"), CANDIDATE_WIDTH),
+                 _cell(d.get("source"), SOURCE_WIDTH))
                 for d in decisions])
         epilogues = self.get("epilogues", [])
         lines += ["", f"epilogues ({len(epilogues)}): what the scheduler ran after each GEMM"]
         if epilogues:
             lines += format_table(
                 ("problem", "epilogue", "fused", "backend", "candidate", "served", "record"),
-                [(_cell(e.get("problem")), _cell(e.get("epilogue")), _cell(e.get("fused")),
+                [(_cell(e.get("problem"), PROBLEM_WIDTH), _cell(e.get("epilogue"), EPILOGUE_WIDTH),
+                  _cell(e.get("fused")),
                   _cell(e.get("backend")), _cell(e.get("candidate_id"), CANDIDATE_WIDTH),
                   _cell(e.get("served")), _cell(e.get("record"))) for e in epilogues])
         refusals = self.get("refusals", [])
