@@ -99,7 +99,7 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
                     **config.to_json()}
         if epilogue:
             recorded["epilogue"] = epilogue
-        # build and prepare are set by the provider (prebuild.py, hooks._prepare)
+        # build and prepare are set by the provider (prebuild.py, lookup._prepare)
         self.inductor_flydsl = PluginChoiceState(backend="flydsl", config=recorded)
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m

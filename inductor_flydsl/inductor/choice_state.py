@@ -32,7 +32,7 @@ class PluginChoiceState:
     # its parallel build, once started: benchmarking waits for it
     build: PendingBuild | None = None
     # starts the builds of the provider's candidates the tuning DB leaves for Inductor to
-    # run (called once per provider with those candidates, hooks._prepare)
+    # run (called once per provider with those candidates, lookup._prepare)
     prepare: Callable[[Sequence[Any]], None] | None = None
 
 

@@ -56,7 +56,7 @@ _SA = "torch._inductor.select_algorithm"
 INTERNALS: tuple[Internal, ...] = (
     # -- the selector: extended and swapped (no extension point serves timings)
     Internal("AlgorithmSelectorCache", _SA, "AlgorithmSelectorCache",
-             "subclassed: serve recorded timings, see Inductor's choice (hooks.PluginSelector)",
+             "subclassed: serve recorded timings, see Inductor's choice (selector.PluginSelector)",
              members=("__call__(name, choices, input_nodes, layout, input_gen_fns)",
                       "autotune(name, input_nodes, layout, input_gen_fns, choices)",
                       "make_precompile_fn(choices)",
