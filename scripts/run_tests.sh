@@ -12,7 +12,8 @@
 #    among them), and of the slow ones those marked both_releases (the epilogue
 #    agreement of plugin off/fresh/warm, which covers a dynamic linear too); the other
 #    slow ones (DB robustness, dynamic shapes, concurrency, the round trip of every
-#    lowering) run with the first release only, to keep CI within 30 minutes.
+#    lowering) run with the first release only, to keep CI within 30 minutes; so do the
+#    tests/core files that never reach Inductor (NOT_INDUCTOR below).
 # Extra arguments go to the first pytest run only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,12 @@ NEXT=".venv-torch-next/bin/python"
 JOBS="${INDUCTOR_FLYDSL_TEST_JOBS:-2}"
 INTEGRATION=(tests/core tests/flydsl/test_inductor_integration_cpu.py
              tests/flydsl/test_launch_runtime.py tests/flydsl/test_autotune_through_runtime.py)
+# tests/core files that never reach Inductor (the DB, the problem spec, the CLI's own
+# checks): the same under every torch release, so run once
+NOT_INDUCTOR=(test_confidence_rules test_db_cli test_layering test_priors_ranking
+              test_problem_spec test_schema_migration test_cli_errors test_doctor)
+IGNORE=()
+for name in "${NOT_INDUCTOR[@]}"; do IGNORE+=(--ignore "tests/core/$name.py"); done
 
 "$PY" -m pytest -q -n "$JOBS" --dist loadfile -m "not serial" "$@"
 "$PY" -m pytest -q -m serial
@@ -31,7 +38,7 @@ if [ -x "$NEXT" ]; then
   echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
   INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" "$NEXT" -m pytest -q -p no:cacheprovider \
     -n "$JOBS" --dist loadfile -m "not serial and (not slow or both_releases)" \
-    "${INTEGRATION[@]}"
+    "${IGNORE[@]}" "${INTEGRATION[@]}"
   # (the serial timing-noise test, a CPU hog, runs only above)
 elif [ -n "${CI:-}" ]; then
   echo "error: $NEXT is missing: CI tests two torch releases (run scripts/install.sh)" >&2
