@@ -72,3 +72,42 @@ def test_flydsl_candidates_run_in_the_emulator_inside_max_autotune(autotuned) ->
     assert flydsl and all(r["status"] == "ok" and r["time_ms"] > 0 for r in flydsl), rows
     assert {json.loads(r["config"])["template"] for r in flydsl} == {"gemm_dense"}
     assert any(r["backend"] == "aten" for r in rows)
+
+
+def test_a_winning_fused_candidate_replaces_the_region(autotuned,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused-epilogue selection with a FlyDSL kernel winning (Inductor's own handling
+    of the region made 1e6 times slower in its ``lookup``, as upstream's CPU tests steer
+    their selections): the final code runs the fused FlyDSL op in the emulator, the
+    region's original ops (kept in the graph for Inductor's own handling) are dead code
+    Inductor drops, and the result is right."""
+    from torch._inductor import select_algorithm
+    from torch._inductor.utils import run_and_get_code
+
+    original_lookup = select_algorithm.AlgorithmSelectorCache.lookup
+
+    def slower_subgraph(self, choices, name, key, benchmark, hint_override=None):
+        timings = original_lookup(self, choices, name, key, benchmark, hint_override)
+        return {c: t * 1e6 if "subgraph" in type(c).__name__.lower() else t
+                for c, t in timings.items()}
+
+    monkeypatch.setattr(select_algorithm.AlgorithmSelectorCache, "lookup", slower_subgraph)
+    _, runner, _ = autotuned
+    a = torch.randn(32, 256, dtype=torch.bfloat16)
+    w = torch.randn(64, 256, dtype=torch.bfloat16)
+    bias = torch.randn(64, dtype=torch.bfloat16)
+
+    def fn(a, w, bias):  # every operand made in the graph (CPU inputs count as unaligned)
+        return torch.relu(torch.mm(a.relu(), w.relu().t()) + bias.relu())
+
+    with fresh_cache():
+        torch._dynamo.reset()
+        y, code = run_and_get_code(torch.compile(fn, mode="max-autotune"), a, w, bias)
+    torch.testing.assert_close(y, fn(a, w, bias), atol=2e-2, rtol=2e-2)
+    text = "\n".join(code)
+    stats = inductor_flydsl.stats()
+    assert stats["epilogue_fusions"] >= 1, stats
+    assert "inductor_flydsl.gemm_epilogue_out" in text, (stats, text[-1500:])
+    # the region's own GEMM (ATen's or FlyDSL's plain kernel, whichever won it): dead
+    assert "extern_kernels.mm" not in text and "inductor_flydsl.mm_out" not in text
+    assert runner.runtime.emulation.errors == []
