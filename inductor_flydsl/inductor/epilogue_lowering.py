@@ -39,7 +39,6 @@ def active() -> ActiveEpilogue | None:
     return _active.get()
 
 
-
 @contextlib.contextmanager
 def _selecting(spec: EpilogueSpec, region: str) -> Iterator[None]:
     token = _active.set(ActiveEpilogue(spec, region))
@@ -47,7 +46,6 @@ def _selecting(spec: EpilogueSpec, region: str) -> Iterator[None]:
         yield
     finally:
         _active.reset(token)
-
 
 
 def _inner_patches() -> dict[str, Any]:
@@ -61,12 +59,10 @@ def _inner_patches() -> dict[str, Any]:
             "benchmark_epilogue_fusion": config.benchmark_epilogue_fusion}
 
 
-
 def _has_fixed_layout(x: Any) -> bool:
     """A buffer already (a realized value) whose layout is fixed."""
     return bool(internals.is_storage_and_layout(x)) and isinstance(x.get_layout(),
                                                                     internals.FixedLayout)
-
 
 
 def _benchmark_copy(x: Any) -> Any:
@@ -76,7 +72,6 @@ def _benchmark_copy(x: Any) -> Any:
     copy = internals.lowerings[aten.clone.default](x)
     copy.realize()
     return copy
-
 
 
 def lower_keep_for_selection(names: str) -> Any:
@@ -91,7 +86,6 @@ def lower_keep_for_selection(names: str) -> Any:
         [], 0.0, dtype=torch.float32, device=torch.device("cpu"))
 
 
-
 def _lowered(names: list[str]) -> list[Any] | None:
     """What Inductor lowered the graph nodes ``names`` to (the graph being lowered runs
     them in order: they come before the region's output), or None if one is missing."""
@@ -101,7 +95,6 @@ def _lowered(names: list[str]) -> list[Any] | None:
     if any(node is None or node not in graph.env for node in nodes):
         return None
     return [graph.env[node] for node in nodes]
-
 
 
 def lower_gemm_epilogue(original: Any, epilogue: str, region: str, inputs: str) -> Any:
@@ -150,10 +143,8 @@ def lower_gemm_epilogue(original: Any, epilogue: str, region: str, inputs: str) 
     return node
 
 
-
 def _identity(value: Any) -> Any:
     return value
-
 
 
 def problem_attrs() -> tuple[tuple[str, Any], ...]:

@@ -22,7 +22,6 @@ def remember(region_id: str, gm: torch.fx.GraphModule) -> None:
         _regions[region_id] = gm
 
 
-
 def region_module(region_id: str) -> torch.fx.GraphModule | None:
     with _regions_lock:
         return _regions.get(region_id)
@@ -43,12 +42,10 @@ def gemm_epilogue(original: torch.Tensor, epilogue: str, region: str,
     return original.clone()
 
 
-
 @gemm_epilogue.register_fake
 def _gemm_epilogue_fake(original: torch.Tensor, epilogue: str, region: str,
                         inputs: str) -> torch.Tensor:
     return torch.empty_like(original)
-
 
 
 @torch.library.custom_op("inductor_flydsl::keep_for_selection", mutates_args=(),
@@ -59,7 +56,6 @@ def keep_for_selection(names: str) -> torch.Tensor:
     them by name are lowered (Inductor's interpreter frees a value after its last use,
     and ``gemm_epilogue`` names its inputs instead of using them). Computes nothing."""
     return torch.zeros(())
-
 
 
 @keep_for_selection.register_fake

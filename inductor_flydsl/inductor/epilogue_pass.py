@@ -87,7 +87,6 @@ def fuse_epilogues(graph: torch.fx.Graph,
     return fused
 
 
-
 class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
     """``config.post_grad_custom_post_pass`` while the plugin is on: runs the value that
     was there before (a user's passes, in any form torch accepts: ``user_passes``) as

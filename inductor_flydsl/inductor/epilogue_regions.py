@@ -48,7 +48,6 @@ def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
-
 def _static_shape(node: Any) -> tuple[int, ...] | None:
     val = _val(node)
     if not isinstance(val, torch.Tensor):
@@ -57,7 +56,6 @@ def _static_shape(node: Any) -> tuple[int, ...] | None:
     if not all(type(s) is int for s in val.shape):
         return None
     return tuple(val.shape)
-
 
 
 def _operand_kind(node: torch.fx.Node, m: int, n: int) -> str | None:
@@ -73,7 +71,6 @@ def _operand_kind(node: torch.fx.Node, m: int, n: int) -> str | None:
     return None
 
 
-
 def _descendants(start: torch.fx.Node) -> set[torch.fx.Node]:
     seen, todo = {start}, [start]
     while todo:
@@ -82,7 +79,6 @@ def _descendants(start: torch.fx.Node) -> set[torch.fx.Node]:
                 seen.add(user)
                 todo.append(user)
     return seen
-
 
 
 def find_region(gemm: torch.fx.Node) -> Region | str:
@@ -115,7 +111,6 @@ def find_region(gemm: torch.fx.Node) -> Region | str:
     return _close(gemm, a, b, bias, region, m, n)
 
 
-
 def _fusable(node: torch.fx.Node, inside: set, downstream: set, m: int, n: int) -> bool:
     target = node.target
     if target not in _BINARY and target not in _UNARY and target != _CONVERT:
@@ -136,7 +131,6 @@ def _fusable(node: torch.fx.Node, inside: set, downstream: set, m: int, n: int) 
         elif isinstance(arg, bool) or not isinstance(arg, int | float):
             return False
     return reads_region
-
 
 
 def _close(gemm: torch.fx.Node, a: Any, b: Any, bias: Any, region: list[torch.fx.Node],
@@ -163,7 +157,6 @@ def _close(gemm: torch.fx.Node, a: Any, b: Any, bias: Any, region: list[torch.fx
     return "no pointwise epilogue with a single output"
 
 
-
 def _ancestors_within(sink: torch.fx.Node, region: list[torch.fx.Node]) -> list[torch.fx.Node]:
     allowed = set(region)
     keep, todo = {sink}, [sink]
@@ -173,7 +166,6 @@ def _ancestors_within(sink: torch.fx.Node, region: list[torch.fx.Node]) -> list[
                 keep.add(arg)
                 todo.append(arg)
     return [x for x in region if x in keep]
-
 
 
 def _build(gemm: torch.fx.Node, a: Any, b: Any, bias: Any, part: list[torch.fx.Node],
@@ -218,7 +210,6 @@ def _build(gemm: torch.fx.Node, a: Any, b: Any, bias: Any, part: list[torch.fx.N
     return Region(gemm, a, b, part, sink, operands, spec)
 
 
-
 def region_module_of(region: Region) -> torch.fx.GraphModule:
     """The original ops as a module of (a, b, x0, x1, x2, x3)."""
     graph = torch.fx.Graph()
@@ -233,7 +224,6 @@ def region_module_of(region: Region) -> torch.fx.GraphModule:
             env[node] = graph.node_copy(node, lambda x: env[x])
     graph.output(env[region.sink])
     return torch.fx.GraphModule(torch.nn.Module(), graph)
-
 
 
 def region_id(gm: torch.fx.GraphModule) -> str:

@@ -32,6 +32,7 @@ from ..keys import stable_id
 from ..problem import Problem
 from . import internals, user_passes
 from .candidates import backend_of, candidate_id
+from .ir_problem import dtype_name
 from .serving import ChoiceTimes
 
 log = logging.getLogger("inductor_flydsl")
@@ -185,7 +186,7 @@ def epilogue_steps(nodes: Sequence[Any], gemm: set[Any]) -> list[dict[str, Any]]
             if arg in gemm:
                 return {"gemm": True}
             val = arg.meta.get("val")
-            return {"tensor": str(getattr(val, "dtype", "?")).removeprefix("torch."),
+            return {"tensor": dtype_name(getattr(val, "dtype", "?")),
                     "broadcast": _tensor_pattern(val)} if hasattr(val, "shape") else \
                 {"value": _constant(val)}
         if isinstance(arg, list | tuple):
@@ -197,7 +198,7 @@ def epilogue_steps(nodes: Sequence[Any], gemm: set[Any]) -> list[dict[str, Any]]
         val = node.meta.get("val")
         steps.append({"op": _op_name(node), "args": [operand(a) for a in node.args],
                       "kwargs": {k: operand(v) for k, v in sorted(node.kwargs.items())},
-                      "dtype": str(getattr(val, "dtype", "?")).removeprefix("torch.")})
+                      "dtype": dtype_name(getattr(val, "dtype", "?"))})
     return steps
 
 

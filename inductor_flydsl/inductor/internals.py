@@ -100,6 +100,10 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("CustomGraphPass", "torch._inductor.custom_graph_pass", "CustomGraphPass",
              "subclassed: the post-grad pass making fused-epilogue regions",
              members=("__call__", "uuid")),
+    Internal("get_custom_graph_passes", "torch._inductor.custom_graph_pass",
+             "get_custom_graph_passes",
+             "the passes a post_grad_custom_post_pass value holds, in Inductor's order "
+             "(user_passes.py)", params=("custom_pass",)),
     Internal("CustomInferenceAwareGraphPass", "torch._inductor.custom_graph_pass",
              "CustomInferenceAwareGraphPass",
              "a user's post-grad pass that takes is_inference (user_passes.py)",

@@ -23,7 +23,6 @@ class PluginState:
         self.providers: list[ChoiceProvider] = []
 
 
-
 _state: PluginState | None = None
 
 

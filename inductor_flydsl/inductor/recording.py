@@ -27,12 +27,15 @@ from .selection import (
 )
 
 
+def _failed_result(choice: Any, status: str, error: str) -> CandidateResult:
+    return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
+                           config_of(choice), None, status=status, error=error)
+
+
 def _result_of(choice: Any, timing: float) -> CandidateResult:
     plugin = state_of(choice)
     if plugin is not None and plugin.failure is not None:
-        status, error = plugin.failure
-        return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
-                               config_of(choice), None, status=status, error=error)
+        return _failed_result(choice, *plugin.failure)
     ok = isinstance(timing, int | float) and math.isfinite(timing)
     return CandidateResult(candidate_id(choice), backend_of(choice), str(choice.name),
                            config_of(choice), float(timing) if ok else None,
@@ -78,9 +81,8 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
             results, confidence = with_confidence(
                 results, measured, mine, serving.MEASURED.pick(measured), input_nodes,
                 layout, gen_fns)
-        results += [CandidateResult(candidate_id(c), backend_of(c), str(c.name),
-                                    config_of(c), None, status=STATUS_FAILED,
-                                    error="precompile failed (Inductor's log says why)")
+        results += [_failed_result(c, STATUS_FAILED,
+                                   "precompile failed (Inductor's log says why)")
                     for c in failed if c not in timings]
         if ctx is not None:  # a partial hit's served results, recorded with the new ones
             new = {r.candidate_id for r in results}
@@ -133,8 +135,7 @@ def _record(state: PluginState, pending: PendingRecord, chosen: Any, deferred: b
     _add_decision(state, pending.problem, chosen, source)
 
 
-def record_epilogue(note: epilogues.NotedSelection,
-                     decision: EpilogueDecision) -> None:
+def record_epilogue(note: epilogues.NotedSelection, decision: EpilogueDecision) -> None:
     """The epilogue observer's sink: count and record what the scheduler ran."""
     state = plugin_state.current()
     if state is None:

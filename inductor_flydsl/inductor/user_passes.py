@@ -21,12 +21,8 @@ from . import internals
 
 def graph_passes(value: Any) -> tuple[Any, ...]:
     """The passes a ``post_grad_custom_post_pass`` value holds, in the order Inductor runs
-    them (``get_custom_graph_passes``)."""
-    if value is None:
-        return ()
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    return (value,)
+    them (Inductor's own ``get_custom_graph_passes``)."""
+    return tuple(internals.get_custom_graph_passes(value))
 
 
 def run_graph_passes(value: Any, graph: Any, is_inference: bool) -> None:
