@@ -175,6 +175,7 @@ def free_text(text: str) -> str:
 # ---- the variables ---------------------------------------------------------------------------
 DEFAULT_PRIOR_TOP_K = 2
 DEFAULT_CANDIDATES, MAX_CANDIDATES = 12, 64
+DEFAULT_TOP_K = 4
 ON_BUSY_POLICIES = ("wait", "backoff", "record")
 
 ENABLE = EnvSetting("INDUCTOR_FLYDSL", False, parse_flag,
@@ -199,6 +200,9 @@ BUCKETS = EnvSetting("INDUCTOR_FLYDSL_BUCKETS", False, parse_flag,
 CANDIDATES = EnvSetting("INDUCTOR_FLYDSL_CANDIDATES", DEFAULT_CANDIDATES,
                         whole_number(1, MAX_CANDIDATES),
                         "FlyDSL configs offered per GEMM shape")
+TOP_K = EnvSetting("INDUCTOR_FLYDSL_TOP_K", DEFAULT_TOP_K, whole_number(0, MAX_CANDIDATES),
+                   "with no exact record, offer only the FlyDSL configs the performance model "
+                   "ranks best (0: every eligible config)")
 BUILD_JOBS = EnvSetting[int | None]("INDUCTOR_FLYDSL_BUILD_JOBS", None, whole_number(0),
                                     "build worker processes (0: build at first launch; "
                                     "default: the CPUs, up to the candidates of a shape)")
@@ -221,7 +225,7 @@ BUSY_NOTE = EnvSetting("INDUCTOR_FLYDSL_BUSY_NOTE", "", free_text,
                        "(its selection is recorded low-confidence)")
 
 ENV_SETTINGS: tuple[EnvSetting[Any], ...] = (
-    ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, BUILD_JOBS,
+    ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, TOP_K, BUILD_JOBS,
     BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, BUSY_NOTE)
 
 # the names, for code that sets a variable for a child process

@@ -16,7 +16,7 @@ from ..db.queries import (
     describe_winner,
     epilogue_decisions,
 )
-from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, explain
+from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, config_fields, explain
 from ..priors import describe_record_line
 from ..problem import synthetic_problem
 from ..settings import settings_from_env
@@ -162,8 +162,8 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
     batch, m, n, _ = dims
     with tempfile.TemporaryDirectory(prefix="flydsl-explain-") as tmp:
         dump = Path(tmp) if args.isa is not None else None
-        results = _compile_configs(configs, args.arch, short, layout, args.op,
-                                   emulate=args.emulate, dump_dir=dump)
+        results = _compile_configs([config_fields(c) for c in configs], args.arch, short,
+                                   layout, args.op, emulate=args.emulate, dump_dir=dump)
         entries, status = [], 0
         if args.isa is not None:
             args.isa.mkdir(parents=True, exist_ok=True)
@@ -173,9 +173,10 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
                 entry["emulation"] = _verdict(result)
                 status |= 0 if entry["emulation"]["ok"] else 1
             if args.isa is not None:
-                name = _isa_name(rank, config, args.arch, short, layout, args.op)
+                name = _isa_name(rank, config_fields(config), args.arch, short, layout,
+                                 args.op)
                 grouped = args.op == "grouped_mm"
-                entry.update(_grid(config, m, n, 1 if grouped else batch,
+                entry.update(_grid(config_fields(config), m, n, 1 if grouped else batch,
                                    batch if grouped else 0))
                 entry.update(_isa_fields(result, args.isa, name))
                 status |= 0 if result.ok else 1
@@ -359,8 +360,8 @@ def _run_mx(args: argparse.Namespace) -> int:
         from ..flydsl_backend.toolchain import ToolchainError
 
         variant, op = variant_dtype(problem), "addmm" if args.bias else "mm"
-        jobs = [catalog.Job("gemm_mx", tuple(sorted(c.items())), args.arch, variant, "nt", op)
-                for c in result.configs]
+        jobs = [catalog.Job("gemm_mx", tuple(sorted(config_fields(c).items())), args.arch,
+                            variant, "nt", op) for c in result.configs]
         try:
             with tempfile.TemporaryDirectory(prefix="flydsl-explain-") as tmp:
                 run_ = catalog.run_catalog(

@@ -15,12 +15,13 @@ from . import (
     emulate_command,
     explain_command,
     output,
+    predict_command,
     report_command,
     sweep_command,
 )
 
 COMMANDS = [db_commands, explain_command, compile_check, emulate_command, sweep_command,
-            report_command, doctor_command]
+            report_command, doctor_command, predict_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

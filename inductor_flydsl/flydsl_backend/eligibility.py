@@ -18,10 +18,13 @@ import ctypes
 import dataclasses
 import functools
 import importlib.util
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
+from ..performance.ranking import RankedConfig, preselect, rank, top_k
+from ..performance.traffic import GemmShape
 from ..problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import (
@@ -34,6 +37,7 @@ from .configs import (
 )
 from .mx_eligibility import MX_OP, mx_candidate_configs, mx_problem_reasons
 
+log = logging.getLogger("inductor_flydsl")
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
 SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
@@ -302,6 +306,16 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
     (a grouped GEMM: from the grouped DEFAULT list, whatever the search space)."""
     if problem.op == GROUPED_OP and len(problem.inputs) == 2:  # 3-D x 3-D: a bmm
         problem = dataclasses.replace(problem, op="bmm")
+    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit)
+    if ranked is None:
+        return _pruned_configs(problem, arch, search_space=search_space, limit=limit)
+    return preselect(ranked, min(top_k(), limit))
+
+
+def _pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
+                    limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
+    """The eligible configs of the search space, at most ``limit``, in the pruned order
+    (``configs.prune_for_shape``): no performance model."""
     if problem.op == GROUPED_OP:
         return grouped_candidate_configs(problem, arch, limit=limit)
     if problem.op == MX_OP:
@@ -315,6 +329,45 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
     if search_space.upper() == "EXHAUSTIVE":
         limit = max(limit, 64)
     return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
+
+
+def model_shape(problem: Problem) -> GemmShape:
+    """The problem as the performance model sees it."""
+    m, n, k = problem.mnk
+    return GemmShape(m=max(m, 1), n=max(n, 1), k=max(k, 1), batch=max(problem.batch, 1),
+                     groups=problem.groups, bias=problem.op == "addmm")
+
+
+def model_variant(problem: Problem) -> tuple[str, str, str, str]:
+    """(template, op, dtype, layout) of the catalog rows that describe ``problem``'s
+    kernels."""
+    if problem.op == MX_OP:
+        from .mx_eligibility import variant_dtype
+
+        return "gemm_mx", "mm", variant_dtype(problem), "nt"
+    dtype = TORCH_TO_TEMPLATE_DTYPE.get(problem.dtype, "bf16")
+    layout = problem.layout if "-" not in problem.layout else "nt"
+    if problem.op == GROUPED_OP:
+        return "gemm_grouped", GROUPED_OP, dtype, layout
+    return "gemm_dense", problem.op, dtype, layout
+
+
+def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
+                      limit: int = CONFIGS_PER_PROBLEM) -> list[RankedConfig] | None:
+    """Every eligible config of the DEFAULT search space, fastest predicted first (see
+    ``performance/ranking.py``); None when there is no preselection: top-k is 0, the
+    search space is EXHAUSTIVE (every config is tried), or the model fails."""
+    if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
+        return None
+    eligible = _pruned_configs(problem, arch, search_space="DEFAULT", limit=MAX_CANDIDATES)
+    template, op, dtype, layout = model_variant(problem)
+    try:
+        return rank(eligible, model_shape(problem), arch=arch, template=template, op=op,
+                    dtype=dtype, layout=layout)
+    except Exception as exc:  # the model must never cost a compile its FlyDSL choices
+        log.warning("inductor_flydsl: performance model failed for %s (%s: %s); offering "
+                    "the pruned configs", problem.summary(), type(exc).__name__, exc)
+        return None
 
 
 @dataclass
@@ -331,6 +384,41 @@ class Explanation:
         return dict(self.__dict__)
 
 
+PREDICTION_KEYS = ("predicted_us", "tflops", "roofline_share", "bound", "offered",
+                   "figures_from")
+
+
+def config_fields(entry: dict[str, Any]) -> dict[str, int]:
+    """An explained config without its prediction: the template config itself."""
+    return {k: v for k, v in entry.items() if k not in PREDICTION_KEYS}
+
+
+def _explained_configs(problem: Problem, arch: str, search_space: str) -> list[dict[str, Any]]:
+    """The configs a compile would consider, best first: with the performance model, the
+    ranked eligible configs (up to ``INDUCTOR_FLYDSL_CANDIDATES``) with their predictions
+    and ``offered`` (False: top-k drops it); without it, the pruned configs."""
+    limit = configs_per_problem()
+    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit)
+    if ranked is None:
+        return [c.to_json() for c in candidate_configs(problem, arch,
+                                                       search_space=search_space,
+                                                       limit=limit)]
+    k = min(top_k(), limit)
+    out = []
+    for index, entry in enumerate(ranked[:max(limit, k)]):
+        row: dict[str, Any] = entry.config.to_json()
+        p = entry.prediction
+        row.update({"predicted_us": round(p.us, 2) if p else None,
+                    "tflops": round(p.tflops, 1) if p else None,
+                    "roofline_share": round(p.roofline_share, 2) if p else None,
+                    "bound": p.bound if p else None,
+                    "offered": index < k})
+        if entry.borrowed_from:
+            row["figures_from"] = entry.borrowed_from
+        out.append(row)
+    return out
+
+
 def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
             check_runtime: bool = False) -> Explanation:
     reasons = runtime_reasons() if check_runtime else []
@@ -339,9 +427,7 @@ def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     reasons += problem_reasons(problem, arch=arch)
     configs = []
     if not reasons:
-        configs = [c.to_json() for c in candidate_configs(problem, arch,
-                                                          search_space=search_space,
-                                                          limit=configs_per_problem())]
+        configs = _explained_configs(problem, arch, search_space)
         if not configs:
             reasons.append("no config of the search space fits this shape "
                            "(K must be a multiple of a tile_k that is <= K)")

@@ -107,10 +107,12 @@ def test_explain_dynamic_m_shows_the_key_and_eligibility() -> None:
 
 
 @pytest.mark.parametrize("m,n,k", [(16, 8192, 8192), (32, 14336, 4096), (8, 4096, 4096)])
-def test_decode_shapes_rank_a_split_k_config_with_512_workgroups_first(m: int, n: int,
-                                                                       k: int) -> None:
+def test_decode_shapes_rank_a_split_k_config_with_512_workgroups_first(
+        m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the performance model (top-k 0), the pruned order: split-K first."""
     from inductor_flydsl.flydsl_backend.configs import GemmConfig, _tpl
 
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "0")
     result = explain(synthetic_problem("mm", m, n, k, dtype="bfloat16", layout="nt"), "gfx950")
     top = GemmConfig.from_json(result.configs[0])
     grid, _ = _tpl.launch_geometry(top, m, n, 1)

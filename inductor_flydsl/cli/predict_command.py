@@ -1,0 +1,251 @@
+"""``inductor-flydsl predict``: the performance model's predicted time of a GEMM kernel.
+
+Two forms:
+
+- a template config (or every eligible DEFAULT config) on a shape, from the shipped
+  compile catalog: ``predict --op mm --shape 16x4096x4096 [--config '{"tile_m": ...}']``;
+- any FlyDSL GEMM ISA file given its tile parameters (AMD's kernels too):
+  ``predict --isa kernel.s --tile 16x64x256 --shape 16x4096x4096 [--split-k 2 ...]``.
+
+Every figure printed is a prediction, never a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..performance.devices import DEFAULT_DEVICE, DEVICES, SOURCES, device_spec
+from ..performance.kernel_profile import OPERAND_BYTES, profile_from_isa
+from ..performance.model import Prediction, predict
+from ..performance.traffic import GemmShape
+from .arguments import BadArgument, parse_choice, parse_gemm_shape
+from .output import console, fail, print_json, print_table
+
+COMMAND_NAMES = ("predict",)
+OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
+ARCHS = ("gfx950", "gfx942")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "predict", help="predicted time of FlyDSL GEMM configs (or of any FlyDSL GEMM ISA "
+                        "file) on an MI300/MI350-series device (a model, not a measurement)")
+    p.add_argument("--op", default="mm", help=f"one of {', '.join(OPS)} (default mm)")
+    p.add_argument("--shape", required=True,
+                   help="MxNxK (bmm BxMxNxK, grouped_mm GxTxNxK)")
+    p.add_argument("--dtype", default="bf16",
+                   help="bf16 or fp16; scaled_mm: mxfp8, mxfp4 or <a>x<b> (e4m3, e5m2, e2m1)")
+    p.add_argument("--layout", default="nt", help="nn, nt, tn or tt (default nt)")
+    p.add_argument("--device", default=None,
+                   help=f"one of {', '.join(DEVICES)} (default: MI355X for gfx950, MI300X "
+                        "for gfx942)")
+    p.add_argument("--arch", default=None, help="gfx950 or gfx942 (default: the device's)")
+    p.add_argument("--config", default=None,
+                   help="one template config as JSON (default: every eligible DEFAULT config)")
+    p.add_argument("--isa", type=Path, default=None,
+                   help="predict this FlyDSL GEMM ISA file (final .s) instead of a template "
+                        "config; needs --tile")
+    p.add_argument("--tile", default=None, help="--isa: the kernel's tile MxNxK, e.g. 16x64x256")
+    p.add_argument("--waves", type=int, default=None,
+                   help="--isa: waves per workgroup (default: from the kernel's metadata)")
+    p.add_argument("--stages", type=int, default=2, help="--isa: LDS stages in flight")
+    p.add_argument("--group-m", type=int, default=1, help="--isa: workgroup swizzle rows")
+    p.add_argument("--split-k", type=int, default=1, help="--isa: K slices")
+    p.add_argument("--split-k-reduction", default="workspace",
+                   help="--isa: how split-K partials meet: workspace (a reduction kernel "
+                        "after) or atomic (no extra kernel)")
+    p.add_argument("--sources", action="store_true", help="also list the device's sources")
+    p.add_argument("--json", action="store_true")
+
+
+def _device(args: argparse.Namespace) -> Any:
+    if args.device is not None:
+        try:
+            device = device_spec(args.device)
+        except ValueError:
+            raise BadArgument("--device", args.device,
+                              f"use one of {', '.join(DEVICES)}") from None
+        if args.arch is not None and args.arch != device.arch:
+            raise BadArgument("--arch", args.arch, f"{device.name} is {device.arch}")
+        return device
+    arch = parse_choice("--arch", args.arch, ARCHS) if args.arch else "gfx950"
+    return device_spec(DEFAULT_DEVICE[arch])
+
+
+def _shape(op: str, text: str, *, bias: bool) -> GemmShape:
+    dims = parse_gemm_shape(op, text)
+    if op == "grouped_mm":
+        groups, t, n, k = dims
+        return GemmShape(t, n, k, groups=groups)
+    if len(dims) == 4:
+        batch, m, n, k = dims
+        return GemmShape(m, n, k, batch=batch)
+    m, n, k = dims
+    return GemmShape(m, n, k, bias=bias)
+
+
+def _tile(text: str | None) -> tuple[int, int, int]:
+    if text is None:
+        raise BadArgument("--tile", "(missing)", "--isa needs the kernel's tile, e.g. "
+                                                 "--tile 16x64x256")
+    try:
+        m, n, k = (int(p) for p in text.lower().split("x"))
+    except ValueError:
+        raise BadArgument("--tile", text, "use MxNxK, e.g. 16x64x256") from None
+    if min(m, n, k) <= 0:
+        raise BadArgument("--tile", text, "sizes must be positive")
+    return m, n, k
+
+
+def _isa_dtypes(dtype: str) -> tuple[str, str]:
+    text = dtype.strip().lower()
+    aliases = {"mxfp8": ("e4m3", "e4m3"), "mxfp4": ("e2m1", "e2m1")}
+    if text in aliases:
+        return aliases[text]
+    a, _, b = text.partition("x")
+    b = b or a
+    if a not in OPERAND_BYTES or b not in OPERAND_BYTES:
+        raise BadArgument("--dtype", dtype, f"use bf16, fp16, mxfp8, mxfp4 or <a>x<b> of "
+                                            f"{', '.join(sorted(OPERAND_BYTES))}")
+    return a, b
+
+
+def _predict_isa(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
+    tile_m, tile_n, tile_k = _tile(args.tile)
+    reduction = parse_choice("--split-k-reduction", args.split_k_reduction,
+                             ("workspace", "atomic"))
+    if args.split_k < 1 or args.stages < 1 or args.group_m < 1:
+        raise BadArgument("--split-k/--stages/--group-m",
+                          f"{args.split_k}/{args.stages}/{args.group_m}", "each at least 1")
+    try:
+        text = args.isa.read_text()
+    except OSError as exc:
+        raise BadArgument("--isa", str(args.isa), f"cannot read it ({exc.strerror})") from None
+    a, b = _isa_dtypes(args.dtype)
+    try:
+        profile = profile_from_isa(
+            text, device.arch, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, waves=args.waves,
+            stages=args.stages, group_m=args.group_m, split_k=args.split_k, a_dtype=a,
+            b_dtype=b, split_k_reduction=reduction, source=str(args.isa))
+    except ValueError as exc:
+        raise BadArgument("--isa", str(args.isa), str(exc)) from None
+    shape = _shape(args.op, args.shape, bias=False)
+    try:
+        prediction = predict(profile, shape, device)
+    except ValueError as exc:
+        raise BadArgument("--shape", args.shape, str(exc)) from None
+    return [{"kernel": str(args.isa), **_fields(prediction), "profile": profile.to_json()}]
+
+
+def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
+    from ..flydsl_backend.eligibility import model_shape, model_variant, problem_reasons
+    from ..performance.ranking import rank, top_k
+    from ..problem import synthetic_problem
+    from ..template_loader import load_template
+
+    op = parse_choice("--op", args.op, OPS)
+    if op == "scaled_mm":
+        from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+
+        m, n, k = parse_gemm_shape(op, args.shape)
+        try:
+            formats = parse_mx_dtype(args.dtype)
+        except ValueError as exc:
+            raise BadArgument("--dtype", args.dtype, str(exc).split(": ", 1)[-1]) from None
+        problem = synthetic_mx_problem(m, n, k, formats=formats, out_dtype="bfloat16",
+                                       bias=False, swizzled_scales=False)
+    else:
+        dims = parse_gemm_shape(op, args.shape)
+        dtype = parse_choice("--dtype", args.dtype, {"bf16": "bfloat16", "fp16": "float16",
+                                                     "bfloat16": "bfloat16",
+                                                     "float16": "float16"})
+        layout = parse_choice("--layout", args.layout, ("nn", "nt", "tn", "tt"))
+        batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (1, dims)
+        try:
+            problem = synthetic_problem(op, m, n, k, dtype=dtype, layout=layout, batch=batch)
+        except ValueError as exc:
+            raise BadArgument("--shape", args.shape, str(exc)) from None
+    template, kernel_op, dtype_name, layout = model_variant(problem)
+    if args.config is not None:
+        try:
+            fields = json.loads(args.config)
+            configs = [load_template(template).GemmConfig.from_json(fields)]
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise BadArgument("--config", args.config, f"a template config as JSON ({exc})"
+                              ) from None
+    else:
+        reasons = problem_reasons(problem, arch=device.arch)
+        if reasons:
+            raise BadArgument("--shape", args.shape, "FlyDSL cannot take this problem: "
+                                                     + "; ".join(reasons))
+        from ..flydsl_backend.eligibility import MAX_CANDIDATES, _pruned_configs
+
+        configs = _pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
+    ranked = rank(configs, model_shape(problem), arch=device.arch, template=template,
+                  op=kernel_op, dtype=dtype_name, layout=layout, device=device)
+    k = top_k()
+    out = []
+    for index, entry in enumerate(ranked):
+        row: dict[str, Any] = {"config": entry.config.to_json()}
+        if entry.prediction is None:
+            row["prediction"] = "none: the compile catalog has no figures for this config"
+        else:
+            row.update(_fields(entry.prediction))
+        row["offered"] = args.config is not None or k == 0 or index < k
+        if entry.borrowed_from:
+            row["figures_from"] = entry.borrowed_from
+        out.append(row)
+    return out
+
+
+def _fields(p: Prediction) -> dict[str, Any]:
+    return p.to_json()
+
+
+def _config_text(config: dict[str, int]) -> str:
+    text = (f"{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
+            f"w{config['waves_m']}x{config['waves_n']} s{config['stages']} "
+            f"g{config['group_m']}")
+    return text + (f" sk{config['split_k']}" if config.get("split_k", 1) > 1 else "")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        device = _device(args)
+        rows = (_predict_isa(args, device) if args.isa is not None
+                else _predict_configs(args, device))
+    except BadArgument as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json({"device": device.name, "arch": device.arch, "kind": "predicted",
+                    "predictions": rows,
+                    "sources": {sid: SOURCES[sid][0] for sid in set(device.sources.values())}})
+        return 0
+    console.print(f"PREDICTED (performance model, not measured) on {device.name} "
+                  f"({device.arch}, {device.compute_units} CUs at "
+                  f"{device.clock_hz / 1e9:.1f} GHz), --op {args.op} --shape {args.shape}",
+                  markup=False)
+    table = []
+    for rank_, row in enumerate(rows, 1):
+        name = row.get("kernel") or _config_text(row["config"])
+        if "predicted_us" not in row:
+            table.append([rank_, name, "-", "-", "-", "-", "-", "-", row.get("offered")])
+            continue
+        parts = row["parts"]
+        table.append([rank_, name, row["predicted_us"], row["tflops"], row["roofline_share"],
+                      row["bound"], parts["workgroups"], parts["workgroups_per_cu"],
+                      "yes" if row.get("offered") else "dropped (top-k)"])
+    print_table("predicted time per config, fastest first",
+                ["#", "config", "us", "TFLOPS", "roofline", "bound", "workgroups",
+                 "per CU", "offered"], table)
+    borrowed = sorted({r["figures_from"] for r in rows if r.get("figures_from")})
+    if borrowed:
+        console.print(f"loop figures borrowed from the catalog's {', '.join(borrowed)} "
+                      "rows of the same configs", markup=False)
+    if args.sources:
+        for figure, _sid, url in device.source_rows():
+            console.print(f"  {figure}: {url}", markup=False)
+    return 0

@@ -1,0 +1,190 @@
+"""Public specifications of the AMD Instinct GPUs the model predicts for, each with its source.
+
+One :class:`DeviceSpec` per product. Every figure names the source it comes from
+(``SOURCES``: a URL and what it says); none was fitted to a measurement the model is
+validated on (docs/performance-model.md). Figures that no source gives per product are
+shared by the architecture (the CDNA3 or CDNA4 ISA guide) and say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# source id -> (URL, what it gives)
+SOURCES: dict[str, tuple[str, str]] = {
+    "rocm-specs": ("https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html",
+                   "ROCm's GPU specifications table (ROCm/ROCm docs/reference/gpu-specs.rst): "
+                   "CUs and CUs per XCD (MI355X/MI350X 256 = 8 x 32, MI300X/MI325X 304 = 8 x "
+                   "38), LDS per CU (160 / 64 KiB), L2 4 MiB per XCD, 256 MiB Infinity Cache, "
+                   "wavefront 64, 512 KiB VGPR file per CU"),
+    "blog-matrix-cores": ("https://rocm.blogs.amd.com/software-tools-optimization/"
+                          "matrix-cores-cdna/README.html",
+                          "AMD ROCm blog, Matrix Core Programming on CDNA3 and CDNA4 (Sep "
+                          "2025): MI355X dense FP16/BF16 2.5 PF, FP8 5 PF, FP6/FP4 10 PF; "
+                          "MI325X 1307.4 / 2614.9 TF at 2100 MHz; MFMA cycles: 16x16x32 "
+                          "bf16 16 (gfx950), 16x16x16 bf16 16 (gfx942), 16x16x128 f8f6f4 16, "
+                          "or 32 if an operand is FP8"),
+    "mi300-arch": ("https://rocm.docs.amd.com/en/docs-6.2.2/conceptual/gpu-arch/mi300.html",
+                   "ROCm MI300 microarchitecture page: MI300X 2100 MHz, 5.3 TB/s, matrix "
+                   "BF16 2048 FLOP/clock/CU = 1307.4 TF, FP8 2614.9 TF"),
+    "clock-cdna4": ("https://pudn.club/news/amd-dives-deep-on-cdna-4-architecture-and-mi350-"
+                    "accelerator-at-hot-chip-2025",
+                    "Hot Chips 2025 summary (secondary): MI355X peak 2.4 GHz; MI350X 2.2 GHz "
+                    "(svethardware.cz); both agree with the 2.5 / 2.3 PF BF16 peaks at 4096 "
+                    "FLOP per clock per CU"),
+    "hbm-cdna4": ("https://chipsandcheese.com/p/amds-cdna-4-architecture-announcement",
+                  "MI355X/MI350X: 288 GB HBM3E at 8 TB/s"),
+    "hbm-mi325x": ("https://docs.vultr.com/inference-cookbook/rocm/getting-started/"
+                   "hardware-requirements",
+                   "MI325X: 256 GB HBM3E, 6.0 TB/s (secondary)"),
+    "origami-waves": ("https://github.com/ROCm/rocm-libraries/blob/develop/shared/origami/data/"
+                      "hardware/rocjitsu/gfx950_cdna4.json",
+                      "Origami's device files (gfx950_cdna4.json, gfx942_cdna3.json): 4 SIMDs "
+                      "per CU, at most 8 waves per SIMD (32 wave slots per CU), 512 VGPRs "
+                      "per wave (architected + accumulation)"),
+    "origami-bandwidth": ("https://github.com/ROCm/rocm-libraries/tree/develop/shared/origami",
+                          "AMD's Origami GEMM model (rocm-origami 0.0.3, hardware.hpp/.cpp, "
+                          "'obtained through microbenchmarking'): effective L2 17 TB/s, "
+                          "Infinity Cache 8.53 (gfx950) / 7.31 (gfx942) TB/s, HBM 6 (gfx950) "
+                          "/ 4 (gfx942) TB/s, i.e. 75 % of the HBM peak"),
+    "maf-blog": ("https://rocm.blogs.amd.com/software-tools-optimization/measuring-max-"
+                 "achievable-flops-part2/README.html",
+                 "AMD ROCm blog, Measuring Max-Achievable FLOPs part 2: dense BF16 GEMM runs "
+                 "at a median engine clock of 1207 MHz on MI300X and 1447 MHz on MI325X "
+                 "(peak 2100); no MI350-series figure is published"),
+    "llvm-sched": ("https://github.com/llvm/llvm-project/blob/main/llvm/lib/Target/AMDGPU/"
+                   "SISchedule.td",
+                   "LLVM's AMDGPU scheduling model (what llvm-mca runs): 'The latency values "
+                   "are 1 / (operations / cycle) / 4': one model cycle is 4 clock cycles (a "
+                   "wave64 instruction over a 16-lane SIMD); a 16x16x32 bf16 MFMA holds the "
+                   "matrix unit 4 model cycles (16 clocks)"),
+    "latency-bench": ("https://github.com/te42kyfo/gpu-benches/blob/master/gpu-latency/mi210.txt",
+                      "gpu-benches (RRZE) pointer-chase latency, measured on MI210 (CDNA2) at "
+                      "1700 MHz: L2 hits ~140 ns, HBM ~337 ns (570 cycles) for 14-60 MB "
+                      "buffers; no MI300/MI350 figure was readable here (the SC25 paper 'The "
+                      "MALL is Open', Tee et al., measures MI300X)"),
+    "launch-bench": ("https://github.com/ROCm/TransferBench/pull/297",
+                     "TransferBench EmptyKernel preset: 4.04 us minimum per launch, hipEvent-"
+                     "timed (an order of magnitude: the GPU model is not shown)"),
+}
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A GPU as the model sees it. Rates are per second; sizes in bytes."""
+
+    name: str
+    arch: str
+    compute_units: int
+    xcds: int
+    clock_hz: float
+    lds_bytes_per_cu: int
+    l2_bytes_per_xcd: int
+    mall_bytes: int
+    hbm_bytes_per_s: float
+    # dense matrix peak FLOP/s by operand class (bf16, fp16, fp8, fp6, fp4)
+    peak_flops: dict[str, float]
+    # engine clock under a dense GEMM's load (the GPU slows below its peak clock)
+    gemm_clock_hz: float
+    # effective bandwidths (bytes/s) of HBM, the Infinity Cache and all L2s together
+    hbm_effective_bytes_per_s: float
+    mall_bytes_per_s: float
+    l2_bytes_per_s: float
+    # latency of a global load that misses L2 (ns), and the GPU-side cost of a launch (us)
+    memory_latency_ns: float
+    launch_us: float
+    simds_per_cu: int = 4
+    lanes_per_simd: int = 16
+    wave_size: int = 64
+    max_waves_per_simd: int = 8
+    registers_per_lane: int = 512  # VGPRs + AGPRs, unified
+    register_granule: int = 8
+    sources: dict[str, str] = field(default_factory=dict)  # figure -> source id
+
+    @property
+    def cycles_per_us(self) -> float:
+        """Clock cycles per microsecond while a GEMM runs (the sustained clock)."""
+        return self.gemm_clock_hz / 1e6
+
+    def peak(self, operand_class: str) -> float:
+        try:
+            return self.peak_flops[operand_class]
+        except KeyError:
+            raise ValueError(f"{self.name} has no published dense {operand_class} rate "
+                             f"(known: {', '.join(sorted(self.peak_flops))})") from None
+
+    def flops_per_simd_cycle(self, operand_class: str) -> float:
+        simds = self.compute_units * self.simds_per_cu
+        return self.peak(operand_class) / (simds * self.clock_hz)
+
+    def source_rows(self) -> list[tuple[str, str, str]]:
+        """(figure, source id, URL) for every figure of this device."""
+        return [(figure, sid, SOURCES[sid.split()[0]][0])
+                for figure, sid in sorted(self.sources.items())]
+
+
+_KIB, _MIB = 1024, 1024 * 1024
+_T = 1e12
+_COMMON_SOURCES = {
+    "compute_units/xcds/lds/l2/mall": "rocm-specs", "simds/waves/registers": "origami-waves",
+    "mfma_cycles": "blog-matrix-cores", "model_cycle": "llvm-sched",
+    "effective_bandwidths": "origami-bandwidth", "gemm_clock": "maf-blog",
+    "memory_latency": "latency-bench", "launch": "launch-bench",
+}
+# The sustained clock under dense BF16 GEMM is published for MI300X (1207 MHz) and MI325X
+# (1447 MHz); for the MI350 series it is not. Those are ASSUMED to hold the MI325X's
+# share of their peak clock (1447 / 2100), the newest part with a published figure.
+MI325X_GEMM_CLOCK_SHARE = 1447 / 2100
+HBM_LATENCY_NS = 337.0  # latency-bench: an HBM load on MI210 (the previous generation)
+
+
+def _cdna3(name: str, *, hbm_tb_s: float, gemm_clock_mhz: float, hbm_source: str
+           ) -> DeviceSpec:
+    return DeviceSpec(
+        name=name, arch="gfx942", compute_units=304, xcds=8, clock_hz=2.1e9,
+        gemm_clock_hz=gemm_clock_mhz * 1e6,
+        lds_bytes_per_cu=64 * _KIB, l2_bytes_per_xcd=4 * _MIB, mall_bytes=256 * _MIB,
+        hbm_bytes_per_s=hbm_tb_s * _T,
+        peak_flops={"bf16": 1307.4 * _T, "fp16": 1307.4 * _T, "fp8": 2614.9 * _T},
+        # Origami's 4 TB/s of MI300X's 5.3 peak, the same share of MI325X's 6
+        hbm_effective_bytes_per_s=hbm_tb_s * _T * 4.0 / 5.3,
+        mall_bytes_per_s=7.31 * _T, l2_bytes_per_s=17.0 * _T,
+        memory_latency_ns=HBM_LATENCY_NS, launch_us=4.04,
+        sources={**_COMMON_SOURCES, "clock/peak": "mi300-arch" if name == "MI300X"
+                 else "blog-matrix-cores", "hbm": hbm_source},
+    )
+
+
+def _cdna4(name: str, *, clock_ghz: float) -> DeviceSpec:
+    per_cu_clock = 256 * clock_ghz * 1e9  # 4096 BF16 FLOP per clock per CU (16x16x32/16)
+    return DeviceSpec(
+        name=name, arch="gfx950", compute_units=256, xcds=8, clock_hz=clock_ghz * 1e9,
+        gemm_clock_hz=clock_ghz * 1e9 * MI325X_GEMM_CLOCK_SHARE,
+        lds_bytes_per_cu=160 * _KIB, l2_bytes_per_xcd=4 * _MIB, mall_bytes=256 * _MIB,
+        hbm_bytes_per_s=8.0 * _T,
+        peak_flops={"bf16": 4096 * per_cu_clock, "fp16": 4096 * per_cu_clock,
+                    "fp8": 8192 * per_cu_clock, "fp6": 16384 * per_cu_clock,
+                    "fp4": 16384 * per_cu_clock},
+        hbm_effective_bytes_per_s=6.0 * _T, mall_bytes_per_s=8.53 * _T,
+        l2_bytes_per_s=17.0 * _T, memory_latency_ns=HBM_LATENCY_NS, launch_us=4.04,
+        sources={**_COMMON_SOURCES, "clock": "clock-cdna4", "peak": "blog-matrix-cores",
+                 "hbm": "hbm-cdna4",
+                 "gemm_clock": "maf-blog (ASSUMED: MI325X's share of its peak clock)"},
+    )
+
+
+DEVICES: dict[str, DeviceSpec] = {
+    "MI355X": _cdna4("MI355X", clock_ghz=2.4),
+    "MI350X": _cdna4("MI350X", clock_ghz=2.2),
+    "MI300X": _cdna3("MI300X", hbm_tb_s=5.3, gemm_clock_mhz=1207, hbm_source="mi300-arch"),
+    "MI325X": _cdna3("MI325X", hbm_tb_s=6.0, gemm_clock_mhz=1447, hbm_source="hbm-mi325x"),
+}
+DEFAULT_DEVICE = {"gfx950": "MI355X", "gfx942": "MI300X"}
+
+
+def device_spec(name: str) -> DeviceSpec:
+    """The spec of ``name`` (case-insensitive: ``mi355x``); a ValueError lists the known."""
+    spec = DEVICES.get(name.upper())
+    if spec is None:
+        raise ValueError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
+    return spec

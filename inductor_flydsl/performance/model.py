@@ -1,0 +1,162 @@
+"""The performance model: microseconds of one compiled FlyDSL GEMM kernel on one device.
+
+Every number is a *prediction*. The model (docs/performance-model.md has the derivation
+and its validation against published MI355X measurements):
+
+1. **Occupancy** (``occupancy.py``): workgroups per CU from the kernel's registers
+   (unified VGPR+AGPR file, granule 8), LDS and the wave slots; ``slots`` = CUs x that.
+2. **Rounds**: the grid's workgroups run ``slots`` at a time; the last round may be
+   partial (fewer workgroups on the busiest CU: the *tail*).
+3. **Main loop** (from the ISA): a trip of one wave issues ``loop_mfma`` MFMAs. An MFMA
+   occupies its SIMD for ``flops / (device peak per SIMD and cycle)`` cycles (the
+   published peak rate, not llvm-mca's figure). One wave alone takes llvm-mca's cycles per
+   trip with each MFMA stretched to that real length; ``o`` waves sharing a SIMD overlap,
+   so ``o`` trips take ``max(o x MFMA cycles, one wave's trip)``.
+4. **Memory latency**: a K step's loads are issued ``stages - 1`` steps ahead (gfx950
+   direct-to-LDS pipeline), so a step takes at least ``latency / (stages - 1)``; one stage
+   exposes the whole latency every step. A workgroup also pays one latency to fill the
+   pipeline and one to drain its stores, and its instructions outside the loop.
+5. **Memory bandwidth** (``traffic.py``): bytes at L2, Infinity Cache and HBM over the
+   launch, each at its bandwidth (HBM at the measured fraction of peak).
+6. The kernel takes ``max(compute, memory) + launch``; split-K with a workspace adds the
+   reduction (``torch.sum`` then the copy to the output dtype: two more kernels).
+
+What bounds the kernel is the largest of: launch (over half the time), memory (bandwidth),
+tail (a partial last round costing a quarter of the compute time or more), latency (K
+steps waiting on memory), issue (the loop's own instructions) and compute (the MFMA pipe).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .devices import DeviceSpec
+from .kernel_profile import KernelProfile
+from .occupancy import occupancy, waves_per_simd
+from .traffic import GemmShape, traffic, workgroups
+
+VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
+BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted time (never a measurement) and what it is made of."""
+
+    us: float
+    tflops: float
+    roofline_share: float
+    bound: str
+    device: str
+    parts: dict[str, Any] = field(default_factory=dict)
+    kind: str = "predicted"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "device": self.device, "predicted_us": round(self.us, 3),
+                "tflops": round(self.tflops, 1), "roofline_share": round(self.roofline_share, 3),
+                "bound": self.bound, "parts": self.parts}
+
+
+def mfma_cycles(profile: KernelProfile, device: DeviceSpec) -> float:
+    """Cycles one MFMA of the kernel holds its SIMD, from the device's published peak."""
+    return profile.flops_per_mfma / device.flops_per_simd_cycle(profile.operand_class)
+
+
+def _trip_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int
+                 ) -> tuple[float, float]:
+    """(cycles for ``waves_on_simd`` waves to each run one trip, one wave's trip alone).
+
+    llvm-mca counts in the AMDGPU scheduling model's cycles, each 4 clocks (a wave64
+    instruction over a 16-lane SIMD; an MFMA of 16 clocks is 4 model cycles): a wave's
+    trip alone is llvm-mca's cycles times the MFMA's clocks per model cycle."""
+    real = mfma_cycles(profile, device)
+    mfma_busy = profile.loop_mfma * real
+    if profile.loop_cycles is None or not profile.mca_cycles_per_mfma:
+        alone = mfma_busy  # no llvm-mca: MFMA-bound (the estimate says so in its parts)
+    else:
+        alone = profile.loop_cycles * real / profile.mca_cycles_per_mfma
+    return max(waves_on_simd * mfma_busy, alone), alone
+
+
+def _step_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int,
+                 latency: float) -> tuple[float, str]:
+    """Cycles per K step of every workgroup on a CU, and what sets them."""
+    trip, _ = _trip_cycles(profile, device, waves_on_simd)
+    compute = trip / profile.k_steps_per_trip
+    if profile.stages <= 1:
+        return compute + latency, "latency"
+    hidden = latency / (profile.stages - 1)
+    if hidden > compute:
+        return hidden, "latency"
+    if trip > waves_on_simd * profile.loop_mfma * mfma_cycles(profile, device) * 1.0001:
+        return compute, "issue"
+    return compute, "compute"
+
+
+def _round_cycles(profile: KernelProfile, device: DeviceSpec, k_steps: int, on_cu: int,
+                  latency: float) -> tuple[float, str]:
+    step, limit = _step_cycles(profile, device, waves_per_simd(on_cu, profile, device),
+                               latency)
+    fixed = 2 * latency + VALU_ISSUE_CYCLES * (profile.outside_instructions or 0)
+    return fixed + k_steps * step, limit
+
+
+def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec) -> Prediction:
+    """The predicted time of one launch of ``profile``'s kernel on ``shape``."""
+    if shape.k % profile.split_k:
+        raise ValueError(f"K={shape.k} is not a multiple of split_k={profile.split_k}")
+    occ = occupancy(profile, device)
+    slots = device.compute_units * occ.workgroups_per_cu
+    wgs = workgroups(profile, shape)
+    k_steps = math.ceil(shape.k / profile.split_k / profile.tile_k)
+    latency = device.memory_latency_ns * device.cycles_per_us / 1e3
+    full_rounds, rest = divmod(wgs, slots)
+    full, limit = _round_cycles(profile, device, k_steps, occ.workgroups_per_cu, latency)
+    compute_cycles = full_rounds * full
+    if rest:
+        partial, partial_limit = _round_cycles(profile, device, k_steps,
+                                               -(-rest // device.compute_units), latency)
+        compute_cycles += partial
+        if not full_rounds:
+            limit = partial_limit
+    compute_us = compute_cycles / device.cycles_per_us
+    even_us = (wgs / slots) * full / device.cycles_per_us  # the same work in full rounds
+    moved = traffic(profile, shape, device, slots)
+    hbm_us = moved.hbm_bytes / device.hbm_effective_bytes_per_s * 1e6
+    mall_us = moved.mall_bytes / device.mall_bytes_per_s * 1e6
+    l2_us = moved.l2_bytes / device.l2_bytes_per_s * 1e6
+    memory_us = max(hbm_us, mall_us, l2_us)
+    launches = 1
+    reduce_us = 0.0
+    if profile.split_k > 1 and profile.split_k_reduction == "workspace":
+        outputs = shape.m * shape.n * shape.batch
+        reduce_bytes = moved.workspace_bytes + outputs * (4 + 4 + 4 + profile.out_bytes)
+        reduce_us = reduce_bytes / device.hbm_effective_bytes_per_s * 1e6
+        launches += 2
+    launch_us = launches * device.launch_us
+    us = max(compute_us, memory_us) + reduce_us + launch_us
+    peak_us = shape.flops / device.peak(profile.operand_class) * 1e6
+    roofline_us = max(peak_us, moved.unique_bytes / device.hbm_bytes_per_s * 1e6)
+    if launch_us >= us / 2:
+        bound = "launch"
+    elif memory_us >= compute_us:
+        bound = "memory"
+    elif compute_us - even_us >= 0.25 * compute_us:
+        bound = "tail"
+    else:
+        bound = limit
+    parts = {
+        "workgroups": wgs, "slots": slots, "workgroups_per_cu": occ.workgroups_per_cu,
+        "occupancy_limited_by": occ.limited_by, "rounds": round(wgs / slots, 3),
+        "k_steps": k_steps, "mfma_cycles": round(mfma_cycles(profile, device), 2),
+        "compute_us": round(compute_us, 3), "mfma_bound_us": round(peak_us, 3),
+        "memory_us": round(memory_us, 3), "hbm_us": round(hbm_us, 3),
+        "mall_us": round(mall_us, 3), "l2_us": round(l2_us, 3),
+        "reduce_us": round(reduce_us, 3), "launch_us": round(launch_us, 3),
+        "hbm_mb": round(moved.hbm_bytes / 1e6, 3), "loop_from_mca": profile.loop_cycles
+        is not None,
+    }
+    return Prediction(us=us, tflops=shape.flops / us / 1e6, roofline_share=roofline_us / us,
+                      bound=bound, device=device.name, parts=parts)
