@@ -10,7 +10,8 @@ Layers, low to high (a module's layer is that of its top-level subpackage or mod
 2. db: the tuning DB
 3. emulator (runs ISA), priors (ranks DB records)
 4. inductor: the hooks into TorchInductor
-5. flydsl_backend: FlyDSL candidates, builds, cross-compiles
+5. flydsl_backend: FlyDSL candidates, builds, cross-compiles; performance: the model that
+   ranks their configs from the compiled code (each reads the other's modules)
 6. the package root, plugin_choices, autoload, report
 7. sweep
 8. cli, __main__
@@ -27,7 +28,7 @@ LAYERS: dict[str, int] = {
                      "epilogue_spec", "buckets", "routing", "validity", "counters",
                      "matmul_numerics", "stats_view", "template_loader"), 0),
     "numerics": 1, "db": 2, "emulator": 3, "priors": 3, "inductor": 4,
-    "flydsl_backend": 5, "": 6, "plugin_choices": 6, "autoload": 6, "report": 6,
+    "flydsl_backend": 5, "performance": 5, "": 6, "plugin_choices": 6, "autoload": 6, "report": 6,
     "sweep": 7, "cli": 8, "__main__": 8,
 }
 

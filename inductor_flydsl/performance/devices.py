@@ -100,6 +100,7 @@ class DeviceSpec:
     registers_per_lane: int = 512  # VGPRs + AGPRs, unified
     register_granule: int = 8
     sources: dict[str, str] = field(default_factory=dict)  # figure -> source id
+    assumptions: tuple[str, ...] = ()  # figures no source gives for this product
 
     @property
     def cycles_per_us(self) -> float:
@@ -119,8 +120,7 @@ class DeviceSpec:
 
     def source_rows(self) -> list[tuple[str, str, str]]:
         """(figure, source id, URL) for every figure of this device."""
-        return [(figure, sid, SOURCES[sid.split()[0]][0])
-                for figure, sid in sorted(self.sources.items())]
+        return [(figure, sid, SOURCES[sid][0]) for figure, sid in sorted(self.sources.items())]
 
 
 _KIB, _MIB = 1024, 1024 * 1024
@@ -169,7 +169,9 @@ def _cdna4(name: str, *, clock_ghz: float) -> DeviceSpec:
         l2_bytes_per_s=17.0 * _T, memory_latency_ns=HBM_LATENCY_NS, launch_us=4.04,
         sources={**_COMMON_SOURCES, "clock": "clock-cdna4", "peak": "blog-matrix-cores",
                  "hbm": "hbm-cdna4",
-                 "gemm_clock": "maf-blog (ASSUMED: MI325X's share of its peak clock)"},
+                 "gemm_clock": "maf-blog"},
+        assumptions=("the sustained GEMM clock is ASSUMED to be the MI325X's share of its "
+                     "peak (1447 / 2100 MHz): no MI350-series figure is published",),
     )
 
 

@@ -144,6 +144,32 @@ def outside_loop_instructions(text: str) -> int | None:
     return max(len(instructions) - len(loop.instructions) - 1, 0)
 
 
+def _whole_kernel_analysis(text: str, arch: str) -> Any:
+    """The loop analysis of a kernel without a K loop (the compiler unrolled every K step):
+    its whole instruction stream as one trip. Raises a ValueError without MFMAs."""
+    from ..flydsl_backend.loop_analysis import (
+        LoopAnalysis,
+        MainLoop,
+        McaUnavailable,
+        _statements,
+        instruction_mix,
+        mca_estimate,
+    )
+
+    body = tuple(s for s in _statements(text) if not s.endswith(":")
+                 and not s.startswith("s_endpgm"))
+    loop = MainLoop("(no loop: the whole kernel)", body)
+    if loop.mfma_count == 0:
+        raise ValueError("the kernel has no MFMA instruction")
+    result = LoopAnalysis(main_loop=True, label=loop.label, instructions=len(body),
+                          mix=instruction_mix(body))
+    try:
+        result.mca = mca_estimate(loop, arch)
+    except McaUnavailable as exc:
+        result.mca_unavailable = str(exc)
+    return result
+
+
 def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: int,
                      waves: int | None = None, stages: int = 2, group_m: int = 1,
                      split_k: int = 1, a_dtype: str = "bf16", b_dtype: str | None = None,
@@ -156,8 +182,10 @@ def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: 
     """
     stats = parse_isa(text)
     analysis = analyze_isa(text, arch)
-    if not analysis.main_loop:
-        raise ValueError(analysis.reason or "no main loop")
+    outside = outside_loop_instructions(text)
+    if not analysis.main_loop:  # K fully unrolled: the whole kernel is one "trip"
+        analysis = _whole_kernel_analysis(text, arch)
+        outside = 0
     mca = analysis.mca or {}
     return KernelProfile(
         tile_m=tile_m, tile_n=tile_n, tile_k=tile_k,
@@ -168,6 +196,6 @@ def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: 
         mca_cycles_per_mfma=mca.get("model_cycles_per_mfma"),
         vgprs=stats.vgprs, agprs=stats.total_vgprs - stats.vgprs if stats.agprs else 0,
         lds_bytes=stats.lds_bytes, a_dtype=a_dtype, b_dtype=b_dtype or a_dtype,
-        out_bytes=out_bytes, outside_instructions=outside_loop_instructions(text),
+        out_bytes=out_bytes, outside_instructions=outside,
         split_k_reduction=split_k_reduction, source=source or f"ISA of {stats.kernel}",
     )

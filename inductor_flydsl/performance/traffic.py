@@ -113,8 +113,13 @@ def traffic(profile: KernelProfile, shape: GemmShape, device: DeviceSpec, slots:
     wgs = num_m * num_n * shape.batch * profile.split_k
     outputs = shape.m * shape.n * shape.batch
     split = profile.split_k > 1
-    workspace = 4.0 * outputs * profile.split_k if split else 0.0
-    stores = workspace if split else outputs * (profile.out_bytes + shape.extra_write_bytes)
+    atomic = split and profile.split_k_reduction == "atomic"
+    workspace = 4.0 * outputs * profile.split_k if split and not atomic else 0.0
+    if atomic:  # slice 0 zeroes the tile, every slice adds its partial in the output dtype
+        stores = outputs * profile.out_bytes * (profile.split_k + 1)
+    else:
+        stores = workspace if split else outputs * (profile.out_bytes
+                                                    + shape.extra_write_bytes)
     side_reads = outputs * shape.extra_read_bytes + (shape.n * 2 * shape.batch
                                                      if shape.bias else 0)
     a_unique = shape.m * shape.k * a_bytes * shape.batch

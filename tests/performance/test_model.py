@@ -1,0 +1,255 @@
+"""The performance model: its device table and sources, the parts of a prediction, the
+ranking from the shipped compile catalog, top-k preselection, and ``inductor-flydsl
+predict`` (for template configs and for an ISA file), all on CPU with real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inductor_flydsl.flydsl_backend import loop_analysis
+from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
+from inductor_flydsl.flydsl_backend.eligibility import (
+    candidate_configs,
+    explain,
+    ranked_candidates,
+)
+from inductor_flydsl.performance.devices import DEVICES, SOURCES, device_spec
+from inductor_flydsl.performance.kernel_profile import (
+    KernelProfile,
+    mfma_flops,
+    profile_from_isa,
+)
+from inductor_flydsl.performance.model import mfma_cycles, predict
+from inductor_flydsl.performance.occupancy import occupancy
+from inductor_flydsl.performance.ranking import catalog_profile, shipped_catalog_path
+from inductor_flydsl.performance.traffic import GemmShape, traffic
+from inductor_flydsl.problem import synthetic_problem
+
+ROOT = Path(__file__).resolve().parents[2]
+STORED_ISA = ROOT / "tests" / "flydsl" / "data" / "gfx950_bf16_nt_mm_64x64x64_w2x2_s2.s"
+MI355X = device_spec("MI355X")
+needs_mca = pytest.mark.skipif(loop_analysis.find_llvm_mca() is None,
+                               reason="llvm-mca-22 not installed")
+
+
+def _config(m: int, n: int, k: int, wm: int, wn: int, stages: int, group_m: int,
+            split_k: int = 1):
+    return next(c for c in DEFAULT if (c.tile_m, c.tile_n, c.tile_k, c.waves_m, c.waves_n,
+                                       c.stages, c.group_m, c.split_k)
+                == (m, n, k, wm, wn, stages, group_m, split_k))
+
+
+def _profile(config, arch: str = "gfx950") -> KernelProfile:
+    found = catalog_profile(config, arch=arch, template="gemm_dense", op="mm", dtype="bf16",
+                            layout="nt")
+    assert found is not None, f"the shipped catalog has no row of {config}"
+    profile, borrowed = found
+    assert borrowed is None
+    return profile
+
+
+def test_every_device_figure_names_a_known_source() -> None:
+    for device in DEVICES.values():
+        assert device.sources
+        for figure, source in device.sources.items():
+            assert source in SOURCES, (device.name, figure, source)
+        for _, _, url in device.source_rows():
+            assert url.startswith("https://")
+    # the published dense BF16 peaks (AMD: MI355X 2.5 PF, MI300X 1307.4 TF)
+    assert MI355X.peak("bf16") == pytest.approx(2516.6e12, rel=1e-3)
+    assert device_spec("mi300x").peak("bf16") == pytest.approx(1307.4e12, rel=1e-4)
+    with pytest.raises(ValueError, match="known: MI355X"):
+        device_spec("MI999")
+    with pytest.raises(ValueError, match="no published dense fp4"):
+        device_spec("MI300X").peak("fp4")
+
+
+def test_mfma_cycles_from_the_peak_match_the_published_cycle_counts() -> None:
+    # AMD's matrix-core blog: 16x16x32 bf16 (gfx950) and 16x16x16 bf16 (gfx942) take 16
+    # cycles; 16x16x128 f8f6f4 16 with FP4 operands, 32 with FP8 ones
+    base = _profile(_config(64, 64, 64, 2, 2, 2, 8))
+    assert mfma_cycles(base, MI355X) == pytest.approx(16)
+    gfx942 = KernelProfile(**{**base.to_json(), "mfma": "v_mfma_f32_16x16x16_bf16"})
+    assert mfma_cycles(gfx942, device_spec("MI300X")) == pytest.approx(16, rel=1e-3)
+    fp4 = KernelProfile(**{**base.to_json(), "mfma": "v_mfma_scale_f32_16x16x128_f8f6f4",
+                           "a_dtype": "e2m1", "b_dtype": "e2m1"})
+    fp8 = KernelProfile(**{**fp4.to_json(), "a_dtype": "e4m3"})
+    assert mfma_cycles(fp4, MI355X) == pytest.approx(16)
+    assert mfma_cycles(fp8, MI355X) == pytest.approx(32)
+    assert mfma_flops("v_mfma_f32_32x32x16_bf16") == 2 * 32 * 32 * 16
+    with pytest.raises(ValueError, match="not an MFMA"):
+        mfma_flops("v_add_f32")
+
+
+def test_occupancy_is_set_by_the_scarcest_resource() -> None:
+    base = _profile(_config(64, 64, 64, 2, 2, 2, 8))
+    big_regs = KernelProfile(**{**base.to_json(), "vgprs": 200, "agprs": 56, "lds_bytes": 1024})
+    occ = occupancy(big_regs, MI355X)  # 256 registers: 2 waves per SIMD, 4-wave groups
+    assert occ.limited_by == "registers" and occ.workgroups_per_cu == 2
+    big_lds = KernelProfile(**{**base.to_json(), "vgprs": 32, "agprs": 0,
+                               "lds_bytes": 100 * 1024})
+    assert occupancy(big_lds, MI355X).workgroups_per_cu == 1  # 160 KiB LDS: one fits
+    assert occupancy(big_lds, MI355X).limited_by == "lds"
+    assert occupancy(big_lds, device_spec("MI300X")).workgroups_per_cu == 1  # never 0
+
+
+def test_a_large_gemm_is_compute_bound_and_a_decode_gemm_is_not() -> None:
+    large = _profile(_config(256, 256, 64, 2, 4, 2, 8))
+    big = predict(large, GemmShape(4096, 4096, 4096), MI355X)
+    assert big.bound in ("compute", "issue")
+    assert 0 < big.roofline_share <= 1 and big.tflops * 1e12 <= MI355X.peak("bf16")
+    # twice the K: about twice the time (the fixed costs are small at this size)
+    deeper = predict(large, GemmShape(4096, 4096, 8192), MI355X)
+    assert deeper.us / big.us == pytest.approx(2, rel=0.1)
+    decode = predict(_profile(_config(16, 64, 256, 1, 1, 2, 1)), GemmShape(16, 4096, 4096),
+                     MI355X)
+    assert decode.bound in ("memory", "latency", "launch", "tail")
+    assert decode.roofline_share < 0.6
+    assert decode.to_json()["kind"] == "predicted"
+    with pytest.raises(ValueError, match="multiple of split_k"):
+        predict(_profile(_config(16, 64, 256, 1, 1, 2, 1, 4)), GemmShape(16, 64, 1002),
+                MI355X)
+
+
+def test_panels_follow_the_swizzle_and_the_round_robin_over_xcds() -> None:
+    """Workgroup i runs on XCD i mod 8 and each XCD has its own L2. A 2048x1024 output in
+    128x128 tiles (16 x 8 tiles, one round): without the swizzle XCD x gets column x of
+    every row (16 A panels, 1 B panel); with group_m = 8 it gets rows x and 8 + x of every
+    column (2 A panels, 8 B panels)."""
+    from inductor_flydsl.performance.traffic import _panel_fetches
+
+    grouped = _profile(_config(128, 128, 64, 2, 2, 2, 8))
+    plain = KernelProfile(**{**grouped.to_json(), "group_m": 1})
+    shape = GemmShape(2048, 1024, 4096)
+    slots = MI355X.compute_units
+    assert _panel_fetches(plain, shape, MI355X, slots) == (16 * 8, 1 * 8)
+    assert _panel_fetches(grouped, shape, MI355X, slots) == (2 * 8, 8 * 8)
+    moved = traffic(grouped, shape, MI355X, slots)
+    panel = 128 * 4096 * 2
+    assert moved.mall_bytes == (16 + 64) * panel + 2048 * 1024 * 2
+    assert moved.l2_bytes == 128 * 2 * panel + 2048 * 1024 * 2  # every workgroup's panels
+    assert moved.unique_bytes <= moved.hbm_bytes <= moved.mall_bytes
+
+
+def test_split_k_pays_for_its_partials() -> None:
+    one = _profile(_config(16, 64, 256, 1, 1, 2, 1))
+    four = _profile(_config(16, 64, 256, 1, 1, 2, 1, 4))
+    shape = GemmShape(16, 4096, 8192)
+    p4 = predict(four, shape, MI355X)
+    assert p4.parts["reduce_us"] > 0 and p4.parts["launch_us"] == pytest.approx(
+        3 * MI355X.launch_us)  # the kernel, torch.sum and the copy to bf16
+    p1 = predict(one, shape, MI355X)
+    assert p1.parts["reduce_us"] == 0 and p1.parts["k_steps"] == 4 * p4.parts["k_steps"]
+    atomic = KernelProfile(**{**four.to_json(), "split_k_reduction": "atomic"})
+    assert predict(atomic, shape, MI355X).parts["launch_us"] == pytest.approx(
+        MI355X.launch_us)
+
+
+def test_ranking_reads_the_shipped_catalog_and_borrows_across_variants() -> None:
+    assert shipped_catalog_path() is not None
+    only_mm = _config(16, 32, 128, 1, 1, 2, 1)  # catalogued for mm bf16 nt only
+    found = catalog_profile(only_mm, arch="gfx950", template="gemm_dense", op="addmm",
+                            dtype="fp16", layout="tn")
+    assert found is not None
+    profile, borrowed = found
+    assert borrowed == "mm bf16 nt" and profile.loop_mfma > 0 and profile.loop_cycles
+    every_variant = _config(64, 128, 64, 2, 2, 2, 8)  # catalogued in every variant
+    assert catalog_profile(every_variant, arch="gfx950", template="gemm_dense", op="addmm",
+                           dtype="fp16", layout="tn")[1] is None
+
+
+@pytest.mark.parametrize("mnk", [(16, 4096, 4096), (4096, 4096, 4096), (256, 14336, 4096)])
+def test_top_k_offers_the_models_best_configs(mnk: tuple[int, int, int],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = synthetic_problem("mm", *mnk, dtype="bfloat16", layout="nt")
+    ranked = ranked_candidates(problem, "gfx950")
+    assert ranked and all(r.prediction is not None for r in ranked)
+    times = [r.prediction.us for r in ranked]
+    assert times == sorted(times)
+    offered = candidate_configs(problem, "gfx950")
+    assert offered == [r.config for r in ranked[:4]]
+    # every eligible config was ranked, not only the 12 the pruning keeps
+    space = [c for c in DEFAULT if c.split_k == 1 or mnk[0] <= 256]
+    assert len(ranked) == len(prune_for_shape(space, *mnk, limit=64)) or len(ranked) >= 12
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "2")
+    assert candidate_configs(problem, "gfx950") == offered[:2]
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "0")  # no preselection: the pruned list
+    pruned = candidate_configs(problem, "gfx950")
+    assert len(pruned) == min(12, len(ranked)) and ranked_candidates(problem, "gfx950") is None
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "many")  # bad: logged, default 4
+    assert candidate_configs(problem, "gfx950") == offered
+
+
+def test_explain_marks_what_top_k_drops() -> None:
+    result = explain(synthetic_problem("mm", 32, 8192, 7168, dtype="bfloat16", layout="nt"),
+                     "gfx950")
+    offered = [c for c in result.configs if c["offered"]]
+    assert len(offered) == 4 and result.configs[:4] == offered
+    assert all(c["predicted_us"] > 0 and c["bound"] for c in result.configs)
+    assert [c["predicted_us"] for c in result.configs] == sorted(
+        c["predicted_us"] for c in result.configs)
+
+
+@needs_mca
+def test_profile_from_an_isa_file_matches_the_catalog() -> None:
+    text = STORED_ISA.read_text()
+    profile = profile_from_isa(text, "gfx950", tile_m=64, tile_n=64, tile_k=64, stages=2,
+                               group_m=8)
+    assert profile.waves == 4  # from the kernel's workgroup size
+    assert profile.mfma == "v_mfma_f32_16x16x32_bf16"
+    assert profile.loop_mfma % profile.mfma_per_k_step == 0
+    assert profile.outside_instructions and profile.outside_instructions > 0
+    assert profile.loop_cycles and profile.mca_cycles_per_mfma == pytest.approx(4.0)
+    shape = GemmShape(1024, 1024, 4096)
+    assert predict(profile, shape, MI355X).us > 0
+    with pytest.raises(ValueError, match="no kernel metadata"):
+        profile_from_isa("v_add_f32 v0, v1, v2\n", "gfx950", tile_m=16, tile_n=16, tile_k=32)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inductor_flydsl", "predict", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+
+
+def test_predict_cli_for_template_configs() -> None:
+    proc = _cli("--op", "mm", "--shape", "16x4096x4096", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["kind"] == "predicted" and out["device"] == "MI355X"
+    rows = out["predictions"]
+    assert [r["predicted_us"] for r in rows] == sorted(r["predicted_us"] for r in rows)
+    assert sum(r["offered"] for r in rows) == 4
+    assert set(out["sources"]) and all(u.startswith("https://") for u in out["sources"].values())
+    table = _cli("--op", "mm", "--shape", "4096x4096x4096", "--device", "MI300X")
+    assert table.returncode == 0 and "PREDICTED" in table.stdout and "MI300X" in table.stdout
+    one = _cli("--op", "mm", "--shape", "4096x4096x4096", "--config",
+               json.dumps(_config(128, 128, 64, 2, 2, 2, 8).to_json()), "--json")
+    assert len(json.loads(one.stdout)["predictions"]) == 1
+
+
+@needs_mca
+def test_predict_cli_for_an_isa_file() -> None:
+    proc = _cli("--isa", str(STORED_ISA), "--tile", "64x64x64", "--group-m", "8",
+                "--shape", "2048x2048x2048", "--json")
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)["predictions"][0]
+    assert row["predicted_us"] > 0 and row["profile"]["waves"] == 4
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("--shape", "16x4096x4096", "--device", "MI999"), "--device"),
+    (("--shape", "16x4096", "--op", "mm"), "--shape"),
+    (("--shape", "16x64x64", "--isa", "missing.s"), "--tile"),
+    (("--shape", "16x64x64", "--isa", "missing.s", "--tile", "16x64x64"), "--isa"),
+    (("--shape", "16x64x64", "--config", "{not json"), "--config"),
+    (("--shape", "16x64x64", "--arch", "gfx950", "--device", "MI300X"), "--arch"),
+])
+def test_predict_cli_names_the_wrong_argument(args: tuple[str, ...], named: str) -> None:
+    proc = _cli(*args)
+    assert proc.returncode == 2 and f"error: {named}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
