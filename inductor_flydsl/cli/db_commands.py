@@ -14,8 +14,10 @@ from ..db import queries
 from ..db.merge import MergeError, merge_dbs
 from ..db.open import UnusableDB, open_db
 from ..db.pack import pack_db
+from ..db.shipped import shipped_db_paths
 from ..db.store import TuningDB
 from ..db.verify import verify_path_report
+from ..performance.short_lists import shipped_stored_lists, stored_lists
 from ..priors import describe_record_line, describe_records
 from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
@@ -130,10 +132,30 @@ def run(args: argparse.Namespace) -> int:
         db.close()
 
 
+def _predicted_problems(ref: str) -> list[dict]:
+    """Problems matching ``ref`` in the shipped DBs that hold predicted short lists."""
+    found = []
+    for path in shipped_db_paths():
+        if not stored_lists(path):
+            continue
+        try:
+            shipped = open_db(path, writable=False, immutable=True)
+        except UnusableDB:
+            continue
+        try:
+            found += queries.find_problems(shipped, ref)
+        finally:
+            shipped.close()
+    return found
+
+
 def _show(db, args: argparse.Namespace) -> int:
     problems = queries.find_problems(db, args.ref)
+    known = {p["id"] for p in problems}
+    problems += [p for p in _predicted_problems(args.ref) if p["id"] not in known]
     if not problems:
         return fail(f"no problem matches {args.ref!r}", code=1)
+    predicted = shipped_stored_lists()
     details = []
     for p in problems:
         try:
@@ -141,7 +163,8 @@ def _show(db, args: argparse.Namespace) -> int:
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             bucket = {"error": f"problem spec not known to this version: {exc}"}
         details.append({"problem": p, **queries.problem_detail(db, p["id"]), "bucket": bucket,
-                        "records": _records(db, p["id"], args)})
+                        "records": _records(db, p["id"], args),
+                        "predicted": [r for r in predicted if r["problem_id"] == p["id"]]})
     if args.json:
         print_json(details)
         return 0
@@ -153,6 +176,7 @@ def _show(db, args: argparse.Namespace) -> int:
                     [(r["arch"], r["backend"], r["name"], r["time_ms"], r["measured_ms"],
                       r["status"], "*" if r["is_winner"] else "", (r["error"] or "")[:60])
                      for r in d["results"]])
+        _print_predicted(d["predicted"])
         for w in d["winners"]:  # confidence and spread of each recorded winner
             console.print(f"  GEMM-only winner on {queries.describe_winner(w)}",
                           markup=False)
@@ -184,6 +208,22 @@ def _show(db, args: argparse.Namespace) -> int:
             console.print(f"  dynamic-M bucket: M={b['bucket_m']} (problem "
                           f"{b['bucket_problem_id']}); bucket winners on: {archs}")
     return 0
+
+
+def _print_predicted(rows: list[dict]) -> None:
+    """A shipped predicted short list, apart from the measurements above."""
+    if not rows:
+        return
+    first = rows[0]
+    print_table(f"  PREDICTED short list on {first['device']} (performance model "
+                f"{first['model_version']}, not measured; served only as the configs a "
+                "compile offers)", ["rank", "config", "predicted us", "TFLOPS", "bound"],
+                [(r["rank"], r["config"], r["predicted_us"], r["tflops"], r["bound"])
+                 for r in rows])
+    if first.get("aiter_best_us"):
+        console.print(f"  AITER's published best on gfx950 (256 CUs): {first['aiter_best_us']}"
+                      f" us, {first['aiter_best_kernel']} ({first['aiter_source']})",
+                      markup=False)
 
 
 def _records(db, problem_id: str, args: argparse.Namespace) -> list[dict]:

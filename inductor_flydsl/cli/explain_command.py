@@ -275,8 +275,9 @@ def run(args: argparse.Namespace) -> int:
     if result.eligible:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} {result.search_space} configs, best first")
-        fields = [f for f in result.configs[0] if f not in _ISA_KEYS]
-        print_table("configs", fields, [[_cell(c[f]) for f in fields] for c in result.configs])
+        fields = _fields(result.configs)
+        print_table("configs", fields, [[_cell(c.get(f)) for f in fields]
+                                        for c in result.configs])
         if args.isa is not None:
             _print_isa_table(result.configs)
     else:
@@ -334,6 +335,15 @@ def _print_isa_table(entries: list[dict[str, Any]]) -> None:
         console.print(f"no estimate: {reason}", markup=False)
 
 
+def _fields(configs: list[dict[str, Any]]) -> list[str]:
+    """Every column any listed config has (a stored short list marks only its own), in
+    first-seen order, without the --isa ones."""
+    fields: list[str] = []
+    for config in configs:
+        fields += [f for f in config if f not in _ISA_KEYS and f not in fields]
+    return fields
+
+
 def _cell(value: object) -> object:
     if isinstance(value, dict):  # an emulation verdict
         if value.get("ok"):
@@ -388,8 +398,9 @@ def _run_mx(args: argparse.Namespace) -> int:
     if result.eligible:
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
                       f"{len(result.configs)} MX configs, best first", markup=False)
-        fields = [f for f in result.configs[0] if f not in _ISA_KEYS]
-        print_table("configs", fields, [[_cell(c[f]) for f in fields] for c in result.configs])
+        fields = _fields(result.configs)
+        print_table("configs", fields, [[_cell(c.get(f)) for f in fields]
+                                        for c in result.configs])
         if args.isa is not None:
             _print_isa_table(result.configs)
     else:

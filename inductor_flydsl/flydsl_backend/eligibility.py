@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
-from ..performance.ranking import RankedConfig, preselect, rank, top_k
+from ..performance.ranking import RankedConfig, preselect, rank, stored_first, top_k
+from ..performance.short_lists import shipped_short_list
 from ..performance.traffic import GemmShape
 from ..problem import Problem, TensorSpec
 from ..template_loader import load_template
@@ -362,8 +363,10 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
     eligible = _pruned_configs(problem, arch, search_space="DEFAULT", limit=MAX_CANDIDATES)
     template, op, dtype, layout = model_variant(problem)
     try:
-        return rank(eligible, model_shape(problem), arch=arch, template=template, op=op,
-                    dtype=dtype, layout=layout)
+        ranked = rank(eligible, model_shape(problem), arch=arch, template=template, op=op,
+                      dtype=dtype, layout=layout)
+        stored = shipped_short_list(problem.id, arch)
+        return stored_first(ranked, stored) if stored else ranked
     except Exception as exc:  # the model must never cost a compile its FlyDSL choices
         log.warning("inductor_flydsl: performance model failed for %s (%s: %s); offering "
                     "the pruned configs", problem.summary(), type(exc).__name__, exc)
@@ -385,7 +388,7 @@ class Explanation:
 
 
 PREDICTION_KEYS = ("predicted_us", "tflops", "roofline_share", "bound", "offered",
-                   "figures_from")
+                   "figures_from", "short_list")
 
 
 def config_fields(entry: dict[str, Any]) -> dict[str, int]:
@@ -415,6 +418,8 @@ def _explained_configs(problem: Problem, arch: str, search_space: str) -> list[d
                     "offered": index < k})
         if entry.borrowed_from:
             row["figures_from"] = entry.borrowed_from
+        if entry.stored:
+            row["short_list"] = "shipped, predicted"
         out.append(row)
     return out
 

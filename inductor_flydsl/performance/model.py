@@ -28,8 +28,10 @@ steps waiting on memory), issue (the loop's own instructions) and compute (the M
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .devices import DeviceSpec
@@ -37,6 +39,19 @@ from .kernel_profile import KernelProfile
 from .occupancy import occupancy, waves_per_simd
 from .traffic import GemmShape, traffic, workgroups
 
+_MODEL_FILES = ("devices.py", "kernel_profile.py", "model.py", "occupancy.py", "traffic.py")
+
+
+def _model_version() -> str:
+    """A hash of the model's own source files: stored predictions name the model that
+    made them, and any change to it makes them stale."""
+    digest = hashlib.sha256()
+    for name in _MODEL_FILES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+MODEL_VERSION = _model_version()
 VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
 BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
 

@@ -40,6 +40,7 @@ class RankedConfig:
     config: Any
     prediction: Prediction | None  # None: no catalog figures for this config
     borrowed_from: str | None = None  # the catalog variant whose figures were used
+    stored: bool = False  # from a shipped predicted short list (short_lists.py)
 
 
 def shipped_catalog_path() -> Path | None:
@@ -130,3 +131,19 @@ def preselect(ranked: list[RankedConfig], k: int) -> list[Any]:
     """The configs a compile offers: the ``k`` first of ``ranked`` (all when ``k`` is 0)."""
     chosen = ranked if k <= 0 else ranked[:k]
     return [r.config for r in chosen]
+
+
+def stored_first(ranked: list[RankedConfig], stored: Sequence[Any]) -> list[RankedConfig]:
+    """``ranked`` with the configs of a stored short list (``short_lists.StoredEntry``, best
+    first) moved to the front in the stored order; a stored config that is not among
+    ``ranked`` (not eligible for this problem) is ignored."""
+    from .short_lists import config_key
+
+    by_key = {config_key(r.config.to_json()): r for r in ranked}
+    first: list[RankedConfig] = []
+    for entry in stored:
+        found = by_key.pop(config_key(entry.config), None)
+        if found is not None:
+            first.append(RankedConfig(found.config, entry.prediction, found.borrowed_from,
+                                      stored=True))
+    return first + [r for r in ranked if config_key(r.config.to_json()) in by_key]

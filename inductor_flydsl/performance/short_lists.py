@@ -1,0 +1,153 @@
+"""Predicted short lists: the model's best configs per reference shape, stored in a DB.
+
+The package ships ``tuning_db/mi355x_predicted.db`` (built by
+``scripts/build_predicted_db.py``): for the dense BF16 suite and common LLM shapes (Llama-3
+8B/70B and Mixtral linear layers, Mixtral and DeepSeek-V3 expert-parallel grouped GEMMs;
+decode and prefill token counts), the model's best :data:`STORED_RANKS` configs on MI355X,
+each row marked ``kind = 'predicted'``, and beside each shape AITER's published best time
+for it where AITER's tuned tables have it (with the source). The rows live in their own
+table (:data:`TABLE`), apart from the measured ``results``: they are never served as
+timings, only as the short list a compile offers (top-k preselection), and only while the
+model version that wrote them is the running one. A stored config is used only if it is one
+of the problem's eligible configs (values read from the DB select among the configs the
+template already allows; they never reach kernel generation themselves).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..db.shipped import shipped_db_paths
+from .devices import DEFAULT_DEVICE
+from .model import MODEL_VERSION, Prediction
+
+log = logging.getLogger("inductor_flydsl")
+TABLE = "predicted_short_lists"
+PREDICTED_DB_NAME = "mi355x_predicted.db"
+STORED_RANKS = 8
+COLUMNS = {
+    "device": str, "arch": str, "problem_id": str, "shape": str, "label": str, "rank": int,
+    "config": str, "predicted_us": float, "tflops": float, "roofline_share": float,
+    "bound": str, "model_version": str, "kind": str, "aiter_best_us": float,
+    "aiter_best_kernel": str, "aiter_source": str, "recorded_at": str,
+}
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    rank: int
+    config: dict[str, int]
+    prediction: Prediction
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """A config's identity for matching (template hash left out)."""
+    return json.dumps({k: v for k, v in sorted(config.items()) if k != "template_hash"},
+                      sort_keys=True)
+
+
+def _valid_config(text: str) -> dict[str, int] | None:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in value.items()):
+        return None
+    return value
+
+
+def read_short_list(path: str | Path, problem_id: str, device: str
+                    ) -> list[StoredEntry]:
+    """The stored short list of ``problem_id`` on ``device`` in the DB at ``path``, best
+    first; empty when there is none, the table is missing, or it was written by another
+    model version. Malformed rows are skipped with a log line."""
+    return list(_read(str(path), problem_id, device))
+
+
+@functools.cache
+def _read(path: str, problem_id: str, device: str) -> tuple[StoredEntry, ...]:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return ()
+    try:
+        rows = con.execute(
+            f"SELECT rank, config, predicted_us, tflops, roofline_share, bound, "
+            f"model_version FROM {TABLE} WHERE problem_id = ? AND device = ? "
+            "AND kind = 'predicted' ORDER BY rank", (problem_id, device)).fetchall()
+    except sqlite3.Error:  # no such table: a DB without predicted short lists
+        return ()
+    finally:
+        con.close()
+    out = []
+    for rank, config_text, us, tflops, share, bound, version in rows:
+        config = _valid_config(config_text)
+        if version != MODEL_VERSION:
+            return ()  # written by another model: stale as a whole
+        if config is None or not isinstance(us, int | float) or us <= 0:
+            log.warning("inductor_flydsl: skipping a malformed predicted row in %s", path)
+            continue
+        out.append(StoredEntry(int(rank), config, Prediction(
+            us=float(us), tflops=float(tflops or 0), roofline_share=float(share or 0),
+            bound=str(bound), device=device, parts={"from": f"stored short list ({path})"})))
+    return tuple(out)
+
+
+def shipped_short_list(problem_id: str, arch: str) -> list[StoredEntry]:
+    """The shipped predicted short list of ``problem_id`` on ``arch``'s reference device
+    (empty when no shipped DB holds one)."""
+    device = DEFAULT_DEVICE.get(arch)
+    if device is None:
+        return []
+    for path in shipped_db_paths():
+        found = read_short_list(path, problem_id, device)
+        if found:
+            return found
+    return []
+
+
+def write_short_lists(db_path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
+    """Create :data:`TABLE` in the tuning DB at ``db_path`` (which must exist) if needed
+    and insert ``rows``; returns how many were written."""
+    from ..db.open import open_db
+
+    db = open_db(db_path, writable=True)
+    try:
+        table = db.table(TABLE)
+        if not table.exists():
+            table.create(COLUMNS, pk=("device", "problem_id", "rank"))
+        rows = list(rows)
+        with db.conn:
+            table.upsert_all(rows, pk=("device", "problem_id", "rank"))
+        return len(rows)
+    finally:
+        db.close()
+
+
+def stored_lists(db_path: str | Path) -> list[dict[str, Any]]:
+    """Every stored row of :data:`TABLE` (empty if the DB has none), for reports."""
+    try:
+        con = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return []
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(
+            f"SELECT * FROM {TABLE} ORDER BY shape, label, rank")]
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+
+
+def shipped_stored_lists() -> list[dict[str, Any]]:
+    return [row for path in shipped_db_paths() for row in stored_lists(path)]
