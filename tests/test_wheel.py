@@ -125,6 +125,7 @@ def test_wheel_carries_every_package_and_its_data(installed_wheel: InstalledWhee
     assert modules <= set(names), f"modules missing from the wheel: {modules - set(names)}"
     assert "inductor_flydsl_tuning_db/cpu_smoke_winners.db" in names
     assert "inductor_flydsl_tuning_db/flydsl_compile_catalog.db" in names
+    assert "inductor_flydsl_tuning_db/mi355x_predicted.db" in names
     assert {f"inductor_flydsl_templates/{n}.py" for n in (
         "gemm_dense", "gemm_grouped", "gemm_mx", "fused_epilogue")} <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "scripts/", "build/"))]
@@ -142,7 +143,8 @@ def test_wheel_imports_every_module_and_finds_shipped_dbs(
     assert data["import_failures"] == []  # every module of the package imports from the wheel
     assert data["templates"].startswith(site)
     assert {Path(p).name for p in data["dbs"]} >= {"cpu_smoke_winners.db",
-                                                   "flydsl_compile_catalog.db"}
+                                                   "flydsl_compile_catalog.db",
+                                                   "mi355x_predicted.db"}
     assert all(p.startswith(site) for p in data["dbs"])
     assert data["winners"], "the shipped winners DB has winners"
     for w in data["winners"]:
