@@ -24,18 +24,25 @@ geomean (a note says how many were left out).
 The ``baseline`` column says which was used. Coverage lists the problems recorded as
 misses that still have no winner for the same device and software: shapes a shipped DB
 silently lacks at run time.
+
+Predicted against measured (``performance/comparison.py``): every FlyDSL time measured on
+an MI300/MI350 beside the performance model's prediction for the same config and shape,
+with the error and, per problem, Spearman's rank correlation; one line when the DB holds
+no such measurement.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import sqlite_utils
+
+from .performance.comparison import MIN_RANK_POINTS, Comparison, compare
 
 BASELINE_ATEN_TRITON = "aten/triton"
 BASELINE_NON_WINNER = "best non-winner"
@@ -136,6 +143,8 @@ class Report:
     catalog: pd.DataFrame
     misses: pd.DataFrame  # every missed problem with `tuned`
     sweep: pd.DataFrame  # device, status, items
+    # the model's predictions beside the FlyDSL times measured on MI300/MI350
+    comparison: Comparison = field(default_factory=Comparison)
 
     @property
     def low_confidence(self) -> pd.DataFrame:
@@ -172,7 +181,8 @@ class Report:
                 if not self.problems.empty else 0,
                 "catalog_rows": int(self.catalog["configs"].sum())
                 if not self.catalog.empty else 0,
-                **self.coverage()}
+                **self.coverage(),
+                "predicted_vs_measured": self.comparison.to_json()}
 
 
 GEOMEAN_COLUMNS = ["device", "family", "baseline", "problems", "geomean_speedup"]
@@ -230,7 +240,8 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
         from sweep_status s left join devices d on d.id = s.device_id
         group by d.arch, s.status order by d.arch, s.status""")
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
-                  failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep)
+                  failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep,
+                  comparison=compare(db))
 
 
 def load_report(path: str | os.PathLike[str]) -> Report:
@@ -323,6 +334,7 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
                                         "error"]), ""]
     if not report.catalog.empty:
         out += ["## FlyDSL compile catalog", "", markdown_table(report.catalog), ""]
+    out += _predicted_section(report.comparison)
     cov = report.coverage()
     out += ["## Coverage", "",
             f"- problems tuned (winners): {cov['problems_tuned']}",
@@ -397,6 +409,69 @@ def _noisy_section(report: Report) -> list[str]:
                             "IQR ms", "runner-up ms", "why"]), ""]
 
 
+PREDICTED_TITLE = "## Predicted (model) against measured: FlyDSL on MI300/MI350"
+PREDICTED_COLUMNS = ["device", "model_device", "problem", "config", "candidate",
+                     "measured_us", "predicted_us", "error", "bound", "figures_from", "note",
+                     "device_id", "software_id", "problem_id", "candidate_id"]
+
+
+def predicted_frame(comparison: Comparison) -> pd.DataFrame:
+    """One row per compared FlyDSL result: measured and predicted microseconds, error."""
+    if comparison.empty:
+        return pd.DataFrame(columns=PREDICTED_COLUMNS)
+    frame = pd.DataFrame(comparison.rows)[PREDICTED_COLUMNS]
+    return frame.sort_values(["device", "problem", "measured_us", "config"]
+                             ).reset_index(drop=True)
+
+
+def _fraction(value: float | None, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def _predicted_section(comparison: Comparison) -> list[str]:
+    """Every FlyDSL time measured on an MI300/MI350 beside the model's prediction."""
+    out = [PREDICTED_TITLE, ""]
+    if comparison.empty:
+        return [*out, comparison.note, ""]
+    o = comparison.overall
+    mae = o["median_abs_error"]
+    rho = o["median_rank_correlation"]
+    out += ["Predicted figures are the performance model's **predictions** "
+            "(docs/performance-model.md), never measurements: error = predicted / measured "
+            "- 1; rank correlation = Spearman's between a problem's measured and predicted "
+            f"times over its configs ({MIN_RANK_POINTS} or more predicted).", "",
+            f"- points: **{o['points']}** predicted against measured"
+            + (f" ({o['no_prediction']} with no prediction)" if o["no_prediction"] else ""),
+            "- median absolute error: **" + ("-" if mae is None else f"{mae:.1%}") + "**",
+            f"- worst ratio (predicted / measured): **{_ratio(o['worst_ratio'])}**"
+            + (f" ({o['worst']})" if o["worst"] else "")
+            + f"; {o['within_2x']} of {o['points']} within 2x",
+            "- median rank correlation: **" + ("-" if rho is None else f"{rho:.3f}")
+            + f"** over {o['ranked_problems']} of {o['problems']} problems", ""]
+    problems = pd.DataFrame(comparison.problems)
+    problems["median_abs_error"] = problems["median_abs_error"].map(_fraction)
+    out += [markdown_table(problems, ["device", "model_device", "problem", "configs",
+                                      "predicted", "rank_correlation", "median_abs_error"],
+                           ["device", "model (predicted for)", "problem", "configs",
+                            "predicted", "rank correlation", "median abs error"]), ""]
+    rows = predicted_frame(comparison)
+    rows["predicted_us"] = rows["predicted_us"].map(
+        lambda v: "no prediction" if v is None or (isinstance(v, float) and math.isnan(v))
+        else f"{v:.4g}")
+    rows["error"] = rows["error"].map(lambda v: _fraction(v, signed=True))
+    out += [markdown_table(rows, ["device", "problem", "config", "measured_us",
+                                  "predicted_us", "error", "bound", "note"],
+                           ["device", "problem", "config", "measured us",
+                            "predicted us (model)", "error", "bound", "note"]), ""]
+    return out
+
+
 def speedup_figure(report: Report) -> Any:
     """Horizontal bars: winner speedup over its baseline per problem, coloured by the
     winning backend, low-confidence winners hatched. The legend sits outside the axes, to
@@ -462,6 +537,22 @@ def plot_speedup(report: Report, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def write_csv(report: Report, path: str | os.PathLike[str]) -> None:
+def predicted_csv_path(path: str | os.PathLike[str]) -> Path:
+    """Where :func:`write_csv` puts the predicted-against-measured rows: ``report.csv``
+    -> ``report.predicted.csv``."""
+    out = Path(path)
+    return out.with_name(f"{out.stem}.predicted{out.suffix or '.csv'}")
+
+
+def write_csv(report: Report, path: str | os.PathLike[str]) -> list[Path]:
+    """The per-problem table at ``path`` and, when the DB holds FlyDSL times measured on
+    an MI300/MI350, the predicted-against-measured rows beside it
+    (:func:`predicted_csv_path`). Returns the files written."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     report.problems.to_csv(path, index=False)
+    written = [Path(path)]
+    if not report.comparison.empty:
+        predicted = predicted_csv_path(path)
+        predicted_frame(report.comparison).to_csv(predicted, index=False)
+        written.append(predicted)
+    return written

@@ -20,7 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"tuning DB (default: $INDUCTOR_FLYDSL_DB or {default_db_path()})")
     p.add_argument("--out", type=Path, default=None,
                    help="write the Markdown report here (default: print it)")
-    p.add_argument("--csv", type=Path, default=None, help="per-problem table as CSV")
+    p.add_argument("--csv", type=Path, default=None,
+                   help="per-problem table as CSV (plus NAME.predicted.csv: the model's "
+                        "predictions against FlyDSL times measured on MI300/MI350, if any)")
     p.add_argument("--plot", type=Path, default=None, help="speedup bar chart (PNG)")
     p.add_argument("--json", action="store_true", help="print summary numbers as JSON")
 
@@ -50,15 +52,14 @@ def run(args: argparse.Namespace) -> int:
                         "pip install 'inductor-flydsl[report]'")
         base = args.out.parent if args.out else Path.cwd()
         plot_ref = os.path.relpath(args.plot.resolve(), base.resolve())
-    if args.csv:
-        write_csv(report, args.csv)
+    written = write_csv(report, args.csv) if args.csv else []
     text = render_markdown(report, plot_ref)
     if args.json:
         print_json(report.summary())
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
         if not args.json:
-            console.print(f"wrote {args.out}" + (f", {args.csv}" if args.csv else "")
+            console.print(f"wrote {args.out}" + "".join(f", {p}" for p in written)
                           + (f", {args.plot}" if args.plot else ""))
     elif not args.json:
         print(text)
