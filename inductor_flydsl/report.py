@@ -33,6 +33,7 @@ no such measurement.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -145,6 +146,8 @@ class Report:
     sweep: pd.DataFrame  # device, status, items
     # the model's predictions beside the FlyDSL times measured on MI300/MI350
     comparison: Comparison = field(default_factory=Comparison)
+    # the shipped predicted short lists' best config per shape, AITER's published best beside
+    shipped_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def low_confidence(self) -> pd.DataFrame:
@@ -182,7 +185,8 @@ class Report:
                 "catalog_rows": int(self.catalog["configs"].sum())
                 if not self.catalog.empty else 0,
                 **self.coverage(),
-                "predicted_vs_measured": self.comparison.to_json()}
+                "predicted_vs_measured": self.comparison.to_json(),
+                "shipped_predictions": self.shipped_predictions.to_dict("records")}
 
 
 GEOMEAN_COLUMNS = ["device", "family", "baseline", "problems", "geomean_speedup"]
@@ -241,7 +245,23 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
         group by d.arch, s.status order by d.arch, s.status""")
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
                   failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep,
-                  comparison=compare(db))
+                  comparison=compare(db), shipped_predictions=shipped_prediction_table())
+
+
+SHIPPED_PREDICTION_COLUMNS = ["device", "label", "shape", "config", "predicted_us", "bound",
+                              "aiter_best_us", "aiter_best_kernel", "aiter_source"]
+
+
+def shipped_prediction_table() -> pd.DataFrame:
+    """Per shape of the shipped predicted short lists (``performance/short_lists.py``):
+    the model's best config and its predicted time, and AITER's published best time for
+    the shape where AITER's tuned tables have it (never a measurement of this project)."""
+    from .performance.short_lists import shipped_stored_lists
+
+    rows = [r for r in shipped_stored_lists() if r.get("rank") == 1]
+    if not rows:
+        return pd.DataFrame(columns=SHIPPED_PREDICTION_COLUMNS)
+    return pd.DataFrame(rows)[SHIPPED_PREDICTION_COLUMNS]
 
 
 def load_report(path: str | os.PathLike[str]) -> Report:
@@ -335,6 +355,7 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
     if not report.catalog.empty:
         out += ["## FlyDSL compile catalog", "", markdown_table(report.catalog), ""]
     out += _predicted_section(report.comparison)
+    out += _shipped_predictions_section(report.shipped_predictions)
     cov = report.coverage()
     out += ["## Coverage", "",
             f"- problems tuned (winners): {cov['problems_tuned']}",
@@ -470,6 +491,37 @@ def _predicted_section(comparison: Comparison) -> list[str]:
                            ["device", "problem", "config", "measured us",
                             "predicted us (model)", "error", "bound", "note"]), ""]
     return out
+
+
+def _shipped_predictions_section(table: pd.DataFrame) -> list[str]:
+    if table.empty:
+        return []
+    shown = table.copy()
+    shown["config"] = shown["config"].map(_config_text)
+    shown["predicted_us"] = shown["predicted_us"].map(lambda v: f"{v:.4g}")
+    shown["aiter_best_kernel"] = shown["aiter_best_kernel"].map(
+        lambda k: k if not isinstance(k, str) or len(k) <= 40 else k[:37] + "...")
+    with_aiter = int(shown["aiter_best_us"].notna().sum())
+    return ["## Predicted short lists shipped with the package (PREDICTED, not measured)", "",
+            f"The performance model's best config per reference shape on "
+            f"{', '.join(sorted(set(shown['device'])))} (`tuning_db/mi355x_predicted.db`: a "
+            "compile with no record offers these configs first; never served as timings), "
+            f"beside AITER's published best time for the shape (any kernel; {with_aiter} of "
+            f"{len(shown)} shapes), with its source.", "",
+            markdown_table(shown, SHIPPED_PREDICTION_COLUMNS,
+                           ["device", "shape label", "shape", "best predicted config",
+                            "predicted us (model)", "bound", "AITER published us",
+                            "AITER kernel", "source"]), ""]
+
+
+def _config_text(text: str) -> str:
+    try:
+        c = json.loads(text)
+        out = f"{c['tile_m']}x{c['tile_n']}x{c['tile_k']} w{c['waves_m']}x{c['waves_n']} " \
+              f"s{c['stages']} g{c['group_m']}"
+        return out + (f" sk{c['split_k']}" if c.get("split_k", 1) > 1 else "")
+    except (ValueError, KeyError, TypeError):
+        return str(text)
 
 
 def speedup_figure(report: Report) -> Any:

@@ -146,3 +146,20 @@ def test_the_build_script_writes_a_verified_db(tmp_path: Path) -> None:
     verify = subprocess.run([sys.executable, "-m", "inductor_flydsl", "db", "verify", str(out)],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_report_shows_the_shipped_predictions_beside_aiter(tmp_path: Path) -> None:
+    from inductor_flydsl.report import load_report, render_markdown
+
+    user_db = tmp_path / "user.db"
+    open_db(user_db, writable=True).close()
+    report = load_report(user_db)
+    table = report.shipped_predictions
+    shapes = {r["problem_id"] for r in _rows(SHIPPED)}
+    assert len(table) == len(shapes)
+    suite = table[table["shape"] == "mm bfloat16 4096x4096x4096 nt"].iloc[0]
+    assert suite["aiter_best_us"] > 0 and "ROCm/aiter" in suite["aiter_source"]
+    markdown = render_markdown(report)
+    assert "## Predicted short lists shipped with the package (PREDICTED, not measured)" \
+        in markdown
+    assert len(report.summary()["shipped_predictions"]) == len(shapes)
