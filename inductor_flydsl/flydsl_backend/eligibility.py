@@ -19,13 +19,14 @@ import dataclasses
 import functools
 import importlib.util
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
 from ..performance.ranking import RankedConfig, preselect, rank, stored_first, top_k
 from ..performance.short_lists import shipped_short_list
-from ..performance.traffic import GemmShape
+from ..performance.traffic import GemmShape, epilogue_bytes
 from ..problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import (
@@ -302,14 +303,17 @@ def grouped_candidate_configs(problem: Problem, arch: str, *,
 
 
 def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
+                      limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
+                      accept: Callable[[Any], bool] | None = None) -> list[Any]:
     """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first
     (a grouped GEMM: from the grouped DEFAULT list, whatever the search space)."""
     if problem.op == GROUPED_OP and len(problem.inputs) == 2:  # 3-D x 3-D: a bmm
         problem = dataclasses.replace(problem, op="bmm")
-    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit)
+    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit,
+                               epilogue=epilogue, accept=accept)
     if ranked is None:
-        return _pruned_configs(problem, arch, search_space=search_space, limit=limit)
+        pruned = _pruned_configs(problem, arch, search_space=search_space, limit=limit)
+        return [c for c in pruned if accept is None or accept(c)]
     return preselect(ranked, min(top_k(), limit))
 
 
@@ -332,11 +336,14 @@ def _pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT
     return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
 
 
-def model_shape(problem: Problem) -> GemmShape:
-    """The problem as the performance model sees it."""
+def model_shape(problem: Problem, epilogue: Any = None) -> GemmShape:
+    """The problem as the performance model sees it (with a fused ``epilogue``, an
+    ``EpilogueSpec``, its operand loads and wider stores)."""
     m, n, k = problem.mnk
+    read, written = epilogue_bytes(epilogue) if epilogue is not None else (0.0, 0.0)
     return GemmShape(m=max(m, 1), n=max(n, 1), k=max(k, 1), batch=max(problem.batch, 1),
-                     groups=problem.groups, bias=problem.op == "addmm")
+                     groups=problem.groups, bias=problem.op == "addmm",
+                     extra_read_bytes=read, extra_write_bytes=written)
 
 
 def model_variant(problem: Problem) -> tuple[str, str, str, str]:
@@ -354,18 +361,23 @@ def model_variant(problem: Problem) -> tuple[str, str, str, str]:
 
 
 def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      limit: int = CONFIGS_PER_PROBLEM) -> list[RankedConfig] | None:
+                      limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
+                      accept: Callable[[Any], bool] | None = None
+                      ) -> list[RankedConfig] | None:
     """Every eligible config of the DEFAULT search space, fastest predicted first (see
     ``performance/ranking.py``); None when there is no preselection: top-k is 0, the
     search space is EXHAUSTIVE (every config is tried), or the model fails."""
     if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
         return None
-    eligible = _pruned_configs(problem, arch, search_space="DEFAULT", limit=MAX_CANDIDATES)
+    eligible = [c for c in _pruned_configs(problem, arch, search_space="DEFAULT",
+                                           limit=MAX_CANDIDATES)
+                if accept is None or accept(c)]
     template, op, dtype, layout = model_variant(problem)
     try:
-        ranked = rank(eligible, model_shape(problem), arch=arch, template=template, op=op,
-                      dtype=dtype, layout=layout)
-        stored = shipped_short_list(problem.id, arch)
+        ranked = rank(eligible, model_shape(problem, epilogue), arch=arch, template=template,
+                      op=op, dtype=dtype, layout=layout)
+        # the shipped lists rank the plain GEMM: a fused epilogue's traffic is ranked here
+        stored = [] if epilogue is not None else shipped_short_list(problem.id, arch)
         return stored_first(ranked, stored) if stored else ranked
     except Exception as exc:  # the model must never cost a compile its FlyDSL choices
         log.warning("inductor_flydsl: performance model failed for %s (%s: %s); offering "

@@ -229,11 +229,10 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
         reasons += _operand_reasons(input_nodes, current.spec)
     choices_op = EPILOGUE_SELECTION
     template = load_template(template_for(choices_op))
-    configs = [] if reasons else [
-        c for c in candidate_configs(problem, str(arch),
-                                     search_space=str(config.max_autotune_gemm_search_space),
-                                     limit=configs_per_problem())
-        if template.epilogue_reason(c, op="mm", epilogue=spec_text) is None]
+    configs = [] if reasons else candidate_configs(
+        problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
+        limit=configs_per_problem(), epilogue=current.spec,
+        accept=lambda c: template.epilogue_reason(c, op="mm", epilogue=spec_text) is None)
     if not configs:
         log.debug("inductor_flydsl: no fused FlyDSL choices for %s with %s: %s",
                   problem.summary(), current.spec.summary(),

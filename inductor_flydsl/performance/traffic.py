@@ -47,6 +47,20 @@ class GemmShape:
         return 2.0 * self.m * self.n * self.k * self.batch
 
 
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def epilogue_bytes(spec: object, out_bytes: int = 2) -> tuple[float, float]:
+    """(extra bytes read, extra bytes written) per output element of a fused epilogue
+    (an ``epilogue_spec.EpilogueSpec``): each ``tile`` operand is read once per element
+    (``col``/``row`` vectors are reused across the tile: negligible), and an output
+    dtype wider than the GEMM's ``out_bytes`` writes the difference."""
+    operands = getattr(spec, "operands", ())
+    read = sum(_DTYPE_BYTES.get(o.dtype, 4) for o in operands if o.kind == "tile")
+    written = max(_DTYPE_BYTES.get(getattr(spec, "out_dtype", ""), out_bytes) - out_bytes, 0)
+    return float(read), float(written)
+
+
 @dataclass(frozen=True)
 class Traffic:
     l2_bytes: float  # CUs <- L2 (every workgroup's operand panels) and stores

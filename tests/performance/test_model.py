@@ -253,3 +253,29 @@ def test_predict_cli_names_the_wrong_argument(args: tuple[str, ...], named: str)
     proc = _cli(*args)
     assert proc.returncode == 2 and f"error: {named}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_fused_epilogue_is_ranked_with_its_traffic_and_its_constraints() -> None:
+    from inductor_flydsl.epilogue_spec import EpilogueSpec
+    from inductor_flydsl.performance.traffic import epilogue_bytes
+
+    residual = EpilogueSpec.from_json({
+        "operands": [{"kind": "tile", "dtype": "bfloat16"}],
+        "steps": [["add", "acc", "x0"]], "out_dtype": "float32"})
+    assert epilogue_bytes(residual) == (2.0, 2.0)  # the tile read, fp32 stores over bf16
+    problem = synthetic_problem("mm", 16, 4096, 4096, dtype="bfloat16", layout="nt")
+    from inductor_flydsl.flydsl_backend.eligibility import model_shape
+    from inductor_flydsl.performance.ranking import rank
+
+    fused = ranked_candidates(problem, "gfx950", epilogue=residual)
+    plain = rank([r.config for r in fused], model_shape(problem), arch="gfx950",
+                 template="gemm_dense", op="mm", dtype="bf16", layout="nt")
+    by_config = {json.dumps(r.config.to_json()): r.prediction for r in plain}
+    for r in fused:
+        base = by_config[json.dumps(r.config.to_json())]
+        assert r.prediction.parts["hbm_mb"] > base.parts["hbm_mb"]
+        assert not r.stored  # the shipped lists rank the plain GEMM only
+    # a constraint (no split-K under an epilogue) applies before top-k, not after
+    offered = candidate_configs(problem, "gfx950", epilogue=residual,
+                                accept=lambda c: c.split_k == 1)
+    assert len(offered) == 4 and all(c.split_k == 1 for c in offered)
