@@ -99,7 +99,9 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                          # why the estimate is absent
                          "loop_found": int, "loop_mix": str, "loop_mfma": int,
                          "loop_cycles": float, "mfma_model_cycles": float, "mca_ratio": float,
-                         "mca_note": str},
+                         "mca_note": str,
+                         # the kernel's instructions outside that loop (performance model)
+                         "loop_outside": int},
                         ("arch", "template_hash", "config_id", "op", "dtype", "layout",
                          "flydsl")),
     # Offline sweep progress per sweep item (op, shape, dtype, layout), for --resume.

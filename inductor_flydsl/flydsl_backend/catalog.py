@@ -311,7 +311,8 @@ def loop_columns(analysis: dict[str, Any] | None) -> dict[str, Any]:
     (``mca_note`` says why the estimate is absent)."""
     if analysis is None:
         return {"loop_found": None, "loop_mix": None, "loop_mfma": None, "loop_cycles": None,
-                "mfma_model_cycles": None, "mca_ratio": None, "mca_note": None}
+                "mfma_model_cycles": None, "mca_ratio": None, "mca_note": None,
+                "loop_outside": None}
     mca = analysis.get("mca") or {}
     found = bool(analysis.get("main_loop"))
     note = analysis.get("mca_unavailable")
@@ -325,6 +326,7 @@ def loop_columns(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "mfma_model_cycles": mca.get("model_cycles_per_mfma"),
         "mca_ratio": mca.get("ratio"),
         "mca_note": note[:1000] if note else None,
+        "loop_outside": analysis.get("outside_instructions") if found else None,
     }
 
 

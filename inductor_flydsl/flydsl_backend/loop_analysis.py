@@ -74,6 +74,8 @@ class LoopAnalysis:
     mix: dict[str, Any] = field(default_factory=dict)
     mca: dict[str, Any] | None = None
     mca_unavailable: str | None = None
+    # the kernel's instructions outside the main loop (run once per workgroup)
+    outside_instructions: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -401,6 +403,12 @@ def mca_estimate(loop: MainLoop, arch: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
+def outside_loop_instructions(text: str, loop: MainLoop) -> int:
+    """Instructions of the kernel outside ``loop`` (its back branch counts as the loop's)."""
+    instructions = sum(1 for s in _statements(text) if not s.endswith(":"))
+    return max(instructions - len(loop.instructions) - 1, 0)
+
+
 def analyze_isa(text: str, arch: str, *, mca: bool = True) -> LoopAnalysis:
     """Main loop, its instruction mix and (with ``mca``) the llvm-mca estimate."""
     loop = find_main_loop(text)
@@ -408,7 +416,8 @@ def analyze_isa(text: str, arch: str, *, mca: bool = True) -> LoopAnalysis:
         return LoopAnalysis(main_loop=False, reason=NO_LOOP,
                             mca_unavailable="no main loop to estimate")
     result = LoopAnalysis(main_loop=True, label=loop.label, instructions=len(loop.instructions),
-                          mix=instruction_mix(loop.instructions))
+                          mix=instruction_mix(loop.instructions),
+                          outside_instructions=outside_loop_instructions(text, loop))
     if not mca:
         result.mca_unavailable = "llvm-mca not requested"
         return result

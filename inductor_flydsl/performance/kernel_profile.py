@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..flydsl_backend.isa import parse_isa
-from ..flydsl_backend.loop_analysis import analyze_isa, find_main_loop
+from ..flydsl_backend.loop_analysis import analyze_isa
 
 # v_mfma_f32_16x16x32_bf16, v_mfma_scale_f32_16x16x128_f8f6f4, v_mfma_f32_32x32x16_bf16
 _MFMA_SHAPE_RE = re.compile(r"v_(?:mfma|smfmac)_\w*?_(\d+)x(\d+)x(\d+)")
@@ -39,7 +39,8 @@ class KernelProfile:
     ``loop_cycles`` is llvm-mca-22's cycles per trip of the main loop for one wave and
     ``mca_cycles_per_mfma`` its cycles per MFMA alone (both None without llvm-mca);
     ``loop_mfma`` the MFMAs of one trip of one wave; ``outside_instructions`` the kernel's
-    instructions outside the main loop (None when unknown, as for catalog rows).
+    instructions outside the main loop (None when unknown: a catalog made before the
+    ``loop_outside`` column).
     ``a_dtype``/``b_dtype`` are the operand element types (``bf16``, ``e4m3``, ...).
     """
 
@@ -128,20 +129,10 @@ def profile_from_catalog_row(row: dict[str, Any]) -> KernelProfile:
         loop_cycles=row.get("loop_cycles"), mca_cycles_per_mfma=row.get("mfma_model_cycles"),
         vgprs=int(row["vgprs"]), agprs=int(row["agprs"] or 0), lds_bytes=int(row["lds_bytes"]),
         a_dtype=a, b_dtype=b, out_bytes=out_bytes,
+        outside_instructions=row.get("loop_outside"),
         source=f"catalog {row['arch']} {row['template']} {row['op']} {row['dtype']} "
                f"{row['layout']} {row['config_id']}",
     )
-
-
-def outside_loop_instructions(text: str) -> int | None:
-    """Instructions of the kernel outside its main loop (None without a main loop)."""
-    from ..flydsl_backend.loop_analysis import _statements
-
-    loop = find_main_loop(text)
-    if loop is None:
-        return None
-    instructions = [s for s in _statements(text) if not s.endswith(":")]
-    return max(len(instructions) - len(loop.instructions) - 1, 0)
 
 
 def _whole_kernel_analysis(text: str, arch: str) -> Any:
@@ -182,7 +173,7 @@ def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: 
     """
     stats = parse_isa(text)
     analysis = analyze_isa(text, arch)
-    outside = outside_loop_instructions(text)
+    outside = analysis.outside_instructions
     if not analysis.main_loop:  # K fully unrolled: the whole kernel is one "trip"
         analysis = _whole_kernel_analysis(text, arch)
         outside = 0

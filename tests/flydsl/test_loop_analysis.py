@@ -100,6 +100,16 @@ def test_nt_loop_has_only_sixteen_byte_lds_writes():
                    for line in loop.instructions)  # the back branch is dropped
 
 
+def test_instructions_outside_the_loop_are_counted():
+    text = "\n".join([".text", "k:", "s_load_dwordx2 s[0:1], s[4:5], 0", "v_mov_b32 v0, 0",
+                      ".LBB0_1:", "v_mfma_f32_16x16x32_bf16 a[0:3], v[0:3], v[4:7], a[0:3]",
+                      "s_add_i32 s1, s1, 1", "s_cbranch_scc1 .LBB0_1",
+                      "global_store_dwordx2 v[0:1], v[2:3], off", "s_endpgm"])
+    analysis = analyze_isa(text, "gfx950", mca=False)
+    assert analysis.instructions == 2  # the MFMA and the add (the back branch is dropped)
+    assert analysis.outside_instructions == 4  # two before, the store and s_endpgm after
+
+
 def test_lds_widths_and_mix_categories():
     assert [lds_access_bytes(n) for n in ("ds_write_b16", "ds_write_b16_d16_hi", "ds_write_b8",
                                           "ds_write_b128", "ds_write2_b64", "ds_read_u16",
@@ -283,6 +293,7 @@ def test_catalog_records_the_loop_figures(compiled, tmp_path):
         assert row["loop_cycles"] == mca.get("cycles_per_trip")
         assert row["mfma_model_cycles"] == mca.get("model_cycles_per_mfma")
         assert row["mca_note"] == a["mca_unavailable"]
+        assert row["loop_outside"] == a["outside_instructions"] and row["loop_outside"] > 0
     summary = catalog_summary.summarize(CatalogRun(results=items))
     for arch in ("gfx950", "gfx942"):
         ratios = [i.result.loop_analysis["mca"]["ratio"] for i in items
