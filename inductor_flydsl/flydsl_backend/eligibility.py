@@ -306,15 +306,32 @@ def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAU
                       limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
                       accept: Callable[[Any], bool] | None = None) -> list[Any]:
     """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first
-    (a grouped GEMM: from the grouped DEFAULT list, whatever the search space)."""
-    if problem.op == GROUPED_OP and len(problem.inputs) == 2:  # 3-D x 3-D: a bmm
-        problem = dataclasses.replace(problem, op="bmm")
+    (a grouped GEMM: from the grouped DEFAULT list, whatever the search space): see
+    :func:`offered_configs`."""
+    return offered_configs(problem, arch, search_space=search_space, limit=limit,
+                           epilogue=epilogue, accept=accept)[0]
+
+
+def offered_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
+                    limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
+                    accept: Callable[[Any], bool] | None = None) -> tuple[list[Any], int]:
+    """``(configs, k)``: the configs offered as candidates and how many of them, first in
+    the list, the performance model preselects (0: no preselection).
+
+    The candidates are the model's ``INDUCTOR_FLYDSL_TOP_K`` best, then the rest of the
+    pruned list (``INDUCTOR_FLYDSL_CANDIDATES``, ``prune_for_shape``'s order), so a record
+    made before the model, or with top-k off, still finds every candidate it measured. With
+    no record, only the ``k`` first are benchmarked (``inductor/lookup.py``); the others
+    only when a record serves them. ``accept`` (a config's own constraint, e.g. an
+    epilogue's) applies before the preselection."""
+    pruned = [c for c in _pruned_configs(problem, arch, search_space=search_space,
+                                         limit=limit) if accept is None or accept(c)]
     ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit,
                                epilogue=epilogue, accept=accept)
     if ranked is None:
-        pruned = _pruned_configs(problem, arch, search_space=search_space, limit=limit)
-        return [c for c in pruned if accept is None or accept(c)]
-    return preselect(ranked, min(top_k(), limit))
+        return pruned, 0
+    best = preselect(ranked, min(top_k(), limit))
+    return best + [c for c in pruned if c not in best], len(best)
 
 
 def _pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
@@ -366,7 +383,8 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
                       ) -> list[RankedConfig] | None:
     """Every eligible config of the DEFAULT search space, fastest predicted first (see
     ``performance/ranking.py``); None when there is no preselection: top-k is 0, the
-    search space is EXHAUSTIVE (every config is tried), or the model fails."""
+    search space is EXHAUSTIVE (every config is tried), the catalog has no figure of any
+    of them, or the model fails."""
     if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
         return None
     eligible = [c for c in _pruned_configs(problem, arch, search_space="DEFAULT",
@@ -376,6 +394,8 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
     try:
         ranked = rank(eligible, model_shape(problem, epilogue), arch=arch, template=template,
                       op=op, dtype=dtype, layout=layout)
+        if not any(r.prediction is not None for r in ranked):
+            return None  # no catalog figures: no basis to preselect on
         # the shipped lists rank the plain GEMM: a fused epilogue's traffic is ranked here
         stored = [] if epilogue is not None else shipped_short_list(problem.id, arch)
         return stored_first(ranked, stored) if stored else ranked

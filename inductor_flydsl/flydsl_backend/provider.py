@@ -19,8 +19,8 @@ from ..inductor.ir_problem import problem_from_ir
 from .eligibility import (
     SUPPORTED_OPS,
     TORCH_TO_TEMPLATE_DTYPE,
-    candidate_configs,
     configs_per_problem,
+    offered_configs,
     problem_reasons,
     runtime_reasons,
 )
@@ -124,9 +124,9 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
 
     config = internals.config
 
-    configs = candidate_configs(problem, str(arch),
-                                search_space=str(config.max_autotune_gemm_search_space),
-                                limit=configs_per_problem())
+    configs, preselected = offered_configs(
+        problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
+        limit=configs_per_problem())
     epilogue = dict(problem.epilogue)
     made = [FlydslChoiceCaller(kernel_choice(kernel_op), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),
@@ -140,9 +140,11 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
         _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch), kernel_op,
                       problem)
 
-    for caller in made:
+    for index, caller in enumerate(made):
         caller.inductor_flydsl.prepare = prepare
-    log.debug("inductor_flydsl: %d FlyDSL choices for %s", len(made), problem.summary())
+        caller.inductor_flydsl.preselected = index < preselected if preselected else None
+    log.debug("inductor_flydsl: %d FlyDSL choices for %s (%s preselected by the model)",
+              len(made), problem.summary(), preselected or "none")
     return made
 
 
@@ -229,7 +231,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
         reasons += _operand_reasons(input_nodes, current.spec)
     choices_op = EPILOGUE_SELECTION
     template = load_template(template_for(choices_op))
-    configs = [] if reasons else candidate_configs(
+    configs, preselected = ([], 0) if reasons else offered_configs(
         problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
         limit=configs_per_problem(), epilogue=current.spec,
         accept=lambda c: template.epilogue_reason(c, op="mm", epilogue=spec_text) is None)
@@ -246,8 +248,9 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
         _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch),
                       choices_op, problem, epilogue=spec_text)
 
-    for caller in made:
+    for index, caller in enumerate(made):
         caller.inductor_flydsl.prepare = prepare
+        caller.inductor_flydsl.preselected = index < preselected if preselected else None
     log.debug("inductor_flydsl: %d fused FlyDSL choices for %s with %s", len(made),
               problem.summary(), current.spec.summary())
     return made

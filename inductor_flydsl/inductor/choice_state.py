@@ -34,6 +34,10 @@ class PluginChoiceState:
     # starts the builds of the provider's candidates the tuning DB leaves for Inductor to
     # run (called once per provider with those candidates, lookup._prepare)
     prepare: Callable[[Sequence[Any]], None] | None = None
+    # top-k preselection (performance/ranking.py): True if the model ranks it among the
+    # configs to benchmark, False if not (benchmarked only when a record serves it),
+    # None when no preselection applies (lookup.preselected)
+    preselected: bool | None = None
 
 
 def state_of(choice: Any) -> PluginChoiceState | None:

@@ -49,8 +49,26 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
             final = _reuse(state, ctx, choices)
         except Exception as exc:
             report_error("tuning DB lookup", exc)
+            final = preselected(choices)
+    elif len(choices) >= 2:
+        final = preselected(choices)
     _prepare(serving.unserved(final))
     return final
+
+
+def preselected(choices: list[Any], recorded: frozenset[str] = frozenset()) -> list[Any]:
+    """``choices`` without the plugin candidates the performance model leaves out (top-k
+    preselection, ``flydsl_backend/eligibility.offered_configs``) and no record serves
+    (``recorded``: candidate ids of the record being served): those are never built or
+    benchmarked. Inductor's own choices always stay."""
+    kept = []
+    for choice in choices:
+        plugin = state_of(choice)
+        if (plugin is not None and plugin.preselected is False
+                and candidate_id(choice) not in recorded):
+            continue
+        kept.append(choice)
+    return kept
 
 
 def _prepare(choices: Sequence[Any]) -> None:
@@ -82,7 +100,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
         problem = problem_of(ctx, choices)
     except InvalidProblem as exc:
         _refuse(state, ctx, str(exc))
-        return choices
+        return preselected(choices)
     ctx.problem = problem
     device, software = device_of(ctx.layout), current_software()
     db = state.tuning_db
@@ -99,6 +117,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
     # the selection a dynamic compile made and recorded, for the same symbolic kernel.
     selection = db.exact_selection(device, software, problem)
     if selection is not None:
+        choices = preselected(choices, frozenset(r.candidate_id for r in selection.results))
         timings = serving.recorded_timings(selection, choices)
         if timings and serving.servable(timings):
             serving.serve(timings)
@@ -118,7 +137,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
     state.stats.bump("misses")
     log.debug("inductor_flydsl: miss %s", problem.summary())
     db.record_miss(device, software, problem)  # a dynamic miss: what `sweep --from-misses` tunes
-    if db.settings.use_priors:
+    if db.settings.use_priors:  # a prior's measured ranking beats the model's preselection
         prior = find_prior(db, device, software, problem)
         short = short_list(prior, choices, db.settings.prior_top_k) if prior else None
         if prior is not None and short is not None:
@@ -127,6 +146,7 @@ def _reuse(state: PluginState, ctx: SelectionContext, choices: list[Any]) -> lis
             log.debug("inductor_flydsl: %s: short list of %d from the prior %s",
                       problem.summary(), len(short), prior.describe())
             return short
+    choices = preselected(choices)
     if db.settings.use_buckets:
         return _bucket_winner(state, problem, device, software, choices)
     return choices

@@ -39,6 +39,7 @@ from ..settings import (
     ENV_MODE,
     ENV_REUSE,
     ENV_SHIPPED,
+    TOP_K,
     SettingError,
     environment_errors,
 )
@@ -322,6 +323,10 @@ class SweepRunner:
             env[ENV_BUSY_NOTE] = busy  # the selection is recorded low-confidence
         if self.options.remeasure:
             env[ENV_REUSE] = "0"
+        # an offline sweep measures every eligible FlyDSL config (no top-k preselection),
+        # unless the user set INDUCTOR_FLYDSL_TOP_K: its records are then complete, and
+        # the report compares the model's ranking with all of them
+        env.setdefault(TOP_K.name, "0")
         return env
 
     def _launch(self, item: SweepItem, slot: Slot, root: Path, busy: str = "") -> _Running:

@@ -16,6 +16,7 @@ from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
 from inductor_flydsl.flydsl_backend.eligibility import (
     candidate_configs,
     explain,
+    offered_configs,
     ranked_candidates,
 )
 from inductor_flydsl.performance.devices import DEVICES, SOURCES, device_spec
@@ -171,18 +172,34 @@ def test_top_k_offers_the_models_best_configs(mnk: tuple[int, int, int],
     assert ranked and all(r.prediction is not None for r in ranked)
     times = [r.prediction.us for r in ranked]
     assert times == sorted(times)
-    offered = candidate_configs(problem, "gfx950")
-    assert offered == [r.config for r in ranked[:4]]
     # every eligible config was ranked, not only the 12 the pruning keeps
-    space = [c for c in DEFAULT if c.split_k == 1 or mnk[0] <= 256]
-    assert len(ranked) == len(prune_for_shape(space, *mnk, limit=64)) or len(ranked) >= 12
-    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "2")
-    assert candidate_configs(problem, "gfx950") == offered[:2]
+    eligible = prune_for_shape(list(DEFAULT), *mnk, limit=64)
+    assert {json.dumps(r.config.to_json()) for r in ranked} == {
+        json.dumps(c.to_json()) for c in eligible}
+    offered, k = offered_configs(problem, "gfx950")
+    best = [r.config for r in ranked[:4]]
     monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "0")  # no preselection: the pruned list
     pruned = candidate_configs(problem, "gfx950")
+    assert offered_configs(problem, "gfx950")[1] == 0
     assert len(pruned) == min(12, len(ranked)) and ranked_candidates(problem, "gfx950") is None
+    # the model's four first, then the rest of the pruned list (a record of any of them
+    # is still served)
+    assert k == 4 and offered == best + [c for c in pruned if c not in best]
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "2")
+    assert offered_configs(problem, "gfx950")[0][:2] == best[:2]
     monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "many")  # bad: logged, default 4
-    assert candidate_configs(problem, "gfx950") == offered
+    assert offered_configs(problem, "gfx950") == (offered, 4)
+
+
+def test_without_catalog_figures_there_is_no_preselection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from inductor_flydsl.performance import ranking
+
+    monkeypatch.setattr(ranking, "shipped_catalog_path", lambda: None)
+    problem = synthetic_problem("mm", 8000, 8192, 8192, dtype="bfloat16", layout="nt")
+    assert ranked_candidates(problem, "gfx950") is None
+    configs, k = offered_configs(problem, "gfx950")
+    assert k == 0 and len(configs) == 12
 
 
 def test_explain_marks_what_top_k_drops() -> None:
@@ -276,6 +293,6 @@ def test_a_fused_epilogue_is_ranked_with_its_traffic_and_its_constraints() -> No
         assert r.prediction.parts["hbm_mb"] > base.parts["hbm_mb"]
         assert not r.stored  # the shipped lists rank the plain GEMM only
     # a constraint (no split-K under an epilogue) applies before top-k, not after
-    offered = candidate_configs(problem, "gfx950", epilogue=residual,
-                                accept=lambda c: c.split_k == 1)
-    assert len(offered) == 4 and all(c.split_k == 1 for c in offered)
+    offered, k = offered_configs(problem, "gfx950", epilogue=residual,
+                                 accept=lambda c: c.split_k == 1)
+    assert k == 4 and all(c.split_k == 1 for c in offered)

@@ -14,7 +14,7 @@ import pytest
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, DEFAULT_GROUPED
-from inductor_flydsl.flydsl_backend.eligibility import candidate_configs, ranked_candidates
+from inductor_flydsl.flydsl_backend.eligibility import offered_configs, ranked_candidates
 from inductor_flydsl.performance.model import MODEL_VERSION
 from inductor_flydsl.performance.ranking import RankedConfig, stored_first
 from inductor_flydsl.performance.short_lists import (
@@ -75,8 +75,8 @@ def test_a_compile_offers_the_stored_short_list() -> None:
     assert len(stored) == STORED_RANKS
     ranked = ranked_candidates(problem, "gfx950")
     assert [r.stored for r in ranked[:len(stored)]] == [True] * len(stored)
-    offered = candidate_configs(problem, "gfx950")
-    assert [config_key(c.to_json()) for c in offered] == [
+    offered, k = offered_configs(problem, "gfx950")
+    assert [config_key(c.to_json()) for c in offered[:k]] == [
         config_key(e.config) for e in stored[:4]]
     assert shipped_short_list(problem.id, "gfx942") == []  # MI300X: none shipped
     other = synthetic_problem("mm", 24, 4096, 4096, dtype="bfloat16", layout="nt")
