@@ -44,6 +44,7 @@ import pandas as pd
 import sqlite_utils
 
 from .performance.comparison import MIN_RANK_POINTS, Comparison, compare
+from .performance.config_names import config_label
 
 BASELINE_ATEN_TRITON = "aten/triton"
 BASELINE_NON_WINNER = "best non-winner"
@@ -249,7 +250,7 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
 
 
 SHIPPED_PREDICTION_COLUMNS = ["device", "label", "shape", "config", "predicted_us", "bound",
-                              "aiter_best_us", "aiter_best_kernel", "aiter_source"]
+                              "aiter_best_us", "aiter_best_kernel", "aiter_source", "current"]
 
 
 def shipped_prediction_table() -> pd.DataFrame:
@@ -497,31 +498,25 @@ def _shipped_predictions_section(table: pd.DataFrame) -> list[str]:
     if table.empty:
         return []
     shown = table.copy()
-    shown["config"] = shown["config"].map(_config_text)
+    shown["config"] = shown["config"].map(lambda text: config_label(json.loads(text), text))
     shown["predicted_us"] = shown["predicted_us"].map(lambda v: f"{v:.4g}")
     shown["aiter_best_kernel"] = shown["aiter_best_kernel"].map(
         lambda k: k if not isinstance(k, str) or len(k) <= 40 else k[:37] + "...")
     with_aiter = int(shown["aiter_best_us"].notna().sum())
+    stale = int((~shown["current"].astype(bool)).sum())
+    shown["current"] = shown["current"].map(lambda c: "" if c else "STALE (not used)")
     return ["## Predicted short lists shipped with the package (PREDICTED, not measured)", "",
             f"The performance model's best config per reference shape on "
             f"{', '.join(sorted(set(shown['device'])))} (`tuning_db/mi355x_predicted.db`: a "
             "compile with no record offers these configs first; never served as timings), "
             f"beside AITER's published best time for the shape (any kernel; {with_aiter} of "
-            f"{len(shown)} shapes), with its source.", "",
+            f"{len(shown)} shapes), with its source."
+            + (f" {stale} rows were written by another model or catalog: stale, never "
+               "used (rebuild with scripts/build_predicted_db.py)." if stale else ""), "",
             markdown_table(shown, SHIPPED_PREDICTION_COLUMNS,
                            ["device", "shape label", "shape", "best predicted config",
                             "predicted us (model)", "bound", "AITER published us",
-                            "AITER kernel", "source"]), ""]
-
-
-def _config_text(text: str) -> str:
-    try:
-        c = json.loads(text)
-        out = f"{c['tile_m']}x{c['tile_n']}x{c['tile_k']} w{c['waves_m']}x{c['waves_n']} " \
-              f"s{c['stages']} g{c['group_m']}"
-        return out + (f" sk{c['split_k']}" if c.get("split_k", 1) > 1 else "")
-    except (ValueError, KeyError, TypeError):
-        return str(text)
+                            "AITER kernel", "source", "note"]), ""]
 
 
 def speedup_figure(report: Report) -> Any:

@@ -201,8 +201,8 @@ CANDIDATES = EnvSetting("INDUCTOR_FLYDSL_CANDIDATES", DEFAULT_CANDIDATES,
                         whole_number(1, MAX_CANDIDATES),
                         "FlyDSL configs offered per GEMM shape")
 TOP_K = EnvSetting("INDUCTOR_FLYDSL_TOP_K", DEFAULT_TOP_K, whole_number(0, MAX_CANDIDATES),
-                   "with no exact record, offer only the FlyDSL configs the performance model "
-                   "ranks best (0: every eligible config)")
+                   "with no record of a GEMM, benchmark only the FlyDSL configs the "
+                   "performance model ranks best (0: every offered config)")
 BUILD_JOBS = EnvSetting[int | None]("INDUCTOR_FLYDSL_BUILD_JOBS", None, whole_number(0),
                                     "build worker processes (0: build at first launch; "
                                     "default: the CPUs, up to the candidates of a shape)")

@@ -36,9 +36,12 @@ from inductor_flydsl.flydsl_backend.eligibility import (
     problem_reasons,
 )
 from inductor_flydsl.performance.devices import device_spec
-from inductor_flydsl.performance.model import MODEL_VERSION
 from inductor_flydsl.performance.ranking import rank
-from inductor_flydsl.performance.short_lists import STORED_RANKS, write_short_lists
+from inductor_flydsl.performance.short_lists import (
+    STORED_RANKS,
+    stored_version,
+    write_short_lists,
+)
 from inductor_flydsl.problem import Problem, synthetic_problem
 from inductor_flydsl.sweep.presets import (
     LLAMA3_8B,
@@ -135,7 +138,7 @@ def build_rows(aiter: dict[tuple[int, int, int], dict[str, object]]) -> tuple[li
                 "config": json.dumps(entry.config.to_json(), sort_keys=True),
                 "predicted_us": p.us, "tflops": round(p.tflops, 1),
                 "roofline_share": round(p.roofline_share, 3), "bound": p.bound,
-                "model_version": MODEL_VERSION, "kind": "predicted",
+                "model_version": stored_version(), "kind": "predicted",
                 "aiter_best_us": published["us"] if published else None,
                 "aiter_best_kernel": published["kernel"] if published else None,
                 "aiter_source": published["source"] if published else None,
@@ -171,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         db.close()
     with_aiter = len({r["problem_id"] for r in rows if r["aiter_best_us"]})
-    print(f"{args.out}: {len(problems)} shapes, {written} predicted rows (model "
-          f"{MODEL_VERSION}); AITER's published best beside {with_aiter} shapes")
+    print(f"{args.out}: {len(problems)} shapes, {written} predicted rows (model and catalog "
+          f"{stored_version()}); AITER's published best beside {with_aiter} shapes")
     return 0
 
 

@@ -32,6 +32,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from inductor_flydsl.performance.comparison import spearman
 from inductor_flydsl.performance.devices import device_spec
 from inductor_flydsl.performance.kernel_profile import profile_from_isa
 from inductor_flydsl.performance.model import predict
@@ -57,24 +58,6 @@ def _profiles(entry: dict, path: Path, cache: dict) -> object:
             waves=c["block_m_warps"] * c["block_n_warps"] * c["block_k_warps"],
             split_k_reduction="atomic", source=path.name)
     return cache[path]
-
-
-def _rank_correlation(xs: list[float], ys: list[float]) -> float | None:
-    if len(xs) < 3:
-        return None
-
-    def ranks(values: list[float]) -> list[float]:
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        for r, i in enumerate(order):
-            out[i] = float(r)
-        return out
-
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den if den else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for pt in points:
         by_nk.setdefault((pt["N"], pt["K"]), []).append(pt)
     rhos = [r for group in by_nk.values()
-            if (r := _rank_correlation([g["measured_us"] for g in group],
+            if (r := spearman([g["measured_us"] for g in group],
                                        [g["predicted_us"] for g in group])) is not None]
     summary = {
         "points": len(points), "skipped_no_isa": skipped,

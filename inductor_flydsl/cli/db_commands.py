@@ -215,9 +215,11 @@ def _print_predicted(rows: list[dict]) -> None:
     if not rows:
         return
     first = rows[0]
+    use = ("served only as the configs a compile offers" if first.get("current") else
+           "STALE: written by another model or catalog, not used")
     print_table(f"  PREDICTED short list on {first['device']} (performance model "
-                f"{first['model_version']}, not measured; served only as the configs a "
-                "compile offers)", ["rank", "config", "predicted us", "TFLOPS", "bound"],
+                f"{first['model_version']}, not measured; {use})",
+                ["rank", "config", "predicted us", "TFLOPS", "bound"],
                 [(r["rank"], r["config"], r["predicted_us"], r["tflops"], r["bound"])
                  for r in rows])
     if first.get("aiter_best_us"):

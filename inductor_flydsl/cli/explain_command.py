@@ -278,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         fields = _fields(result.configs)
         print_table("configs", fields, [[_cell(c.get(f)) for f in fields]
                                         for c in result.configs])
+        _print_model_note(result.model)
         if args.isa is not None:
             _print_isa_table(result.configs)
     else:
@@ -333,6 +334,14 @@ def _print_isa_table(entries: list[dict[str, Any]]) -> None:
     reasons += sorted({e["loop_reason"] for e in entries if e.get("loop_reason")})
     for reason in reasons:
         console.print(f"no estimate: {reason}", markup=False)
+
+
+def _print_model_note(model: dict[str, str] | None) -> None:
+    if model:
+        console.print(f"predicted_us, tflops, roofline_share, bound: PREDICTED by the "
+                      f"performance model on {model['device']}, not measured "
+                      f"({model['doc']}); order: {model['order']}; offered "
+                      f"{model['offered']}", markup=False)
 
 
 def _fields(configs: list[dict[str, Any]]) -> list[str]:

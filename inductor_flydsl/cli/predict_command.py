@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..performance.config_names import config_key, config_label
 from ..performance.devices import DEFAULT_DEVICE, DEVICES, SOURCES, device_spec
 from ..performance.kernel_profile import OPERAND_BYTES, profile_from_isa
-from ..performance.model import Prediction, predict
+from ..performance.model import predict
 from ..performance.traffic import GemmShape
 from .arguments import BadArgument, parse_choice, parse_gemm_shape
 from .output import console, fail, print_json, print_table
@@ -117,9 +118,10 @@ def _predict_isa(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
     tile_m, tile_n, tile_k = _tile(args.tile)
     reduction = parse_choice("--split-k-reduction", args.split_k_reduction,
                              ("workspace", "atomic"))
-    if args.split_k < 1 or args.stages < 1 or args.group_m < 1:
-        raise BadArgument("--split-k/--stages/--group-m",
-                          f"{args.split_k}/{args.stages}/{args.group_m}", "each at least 1")
+    for option, value in (("--split-k", args.split_k), ("--stages", args.stages),
+                          ("--group-m", args.group_m), ("--waves", args.waves)):
+        if value is not None and value < 1:
+            raise BadArgument(option, str(value), "a whole number of at least 1")
     try:
         text = args.isa.read_text()
     except OSError as exc:
@@ -137,12 +139,12 @@ def _predict_isa(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
         prediction = predict(profile, shape, device)
     except ValueError as exc:
         raise BadArgument("--shape", args.shape, str(exc)) from None
-    return [{"kernel": str(args.isa), **_fields(prediction), "profile": profile.to_json()}]
+    return [{"kernel": str(args.isa), **prediction.to_json(), "profile": profile.to_json()}]
 
 
 def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
     from ..flydsl_backend.eligibility import model_shape, model_variant, problem_reasons
-    from ..performance.ranking import rank, top_k
+    from ..performance.ranking import rank
     from ..problem import synthetic_problem
     from ..template_loader import load_template
 
@@ -184,32 +186,53 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
         from ..flydsl_backend.eligibility import MAX_CANDIDATES, _pruned_configs
 
         configs = _pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
-    ranked = rank(configs, model_shape(problem), arch=device.arch, template=template,
-                  op=kernel_op, dtype=dtype_name, layout=layout, device=device)
-    k = top_k()
+    shape = model_shape(problem)
+    ranked = rank(configs, shape, arch=device.arch, template=template, op=kernel_op,
+                  dtype=dtype_name, layout=layout, device=device)
+    offered = _offered_status(problem, device.arch)
     out = []
-    for index, entry in enumerate(ranked):
+    for entry in ranked:
         row: dict[str, Any] = {"config": entry.config.to_json()}
         if entry.prediction is None:
-            row["prediction"] = "none: the compile catalog has no figures for this config"
+            row["prediction"] = "none: " + _why_none(entry.config, shape, template, kernel_op,
+                                                     dtype_name, layout, device)
         else:
-            row.update(_fields(entry.prediction))
-        row["offered"] = args.config is not None or k == 0 or index < k
+            row.update(entry.prediction.to_json())
+        row["offered"] = offered.get(config_key(entry.config.to_json()), NOT_OFFERED)
         if entry.borrowed_from:
             row["figures_from"] = entry.borrowed_from
         out.append(row)
     return out
 
 
-def _fields(p: Prediction) -> dict[str, Any]:
-    return p.to_json()
+BENCHMARKED, RECORD_ONLY, NOT_OFFERED = ("benchmarked", "served from a record only",
+                                         "not offered")
 
 
-def _config_text(config: dict[str, int]) -> str:
-    text = (f"{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
-            f"w{config['waves_m']}x{config['waves_n']} s{config['stages']} "
-            f"g{config['group_m']}")
-    return text + (f" sk{config['split_k']}" if config.get("split_k", 1) > 1 else "")
+def _offered_status(problem: Any, arch: str) -> dict[str, str]:
+    """What a compile on ``arch`` does with each config (``offered_configs``): benchmarked
+    with no record (the model's top-k, or every offered config without preselection),
+    offered only so that a record of it is served, or not offered."""
+    from ..flydsl_backend.eligibility import offered_configs
+
+    configs, k = offered_configs(problem, arch)
+    return {config_key(c.to_json()): BENCHMARKED if not k or i < k else RECORD_ONLY
+            for i, c in enumerate(configs)}
+
+
+def _why_none(config: Any, shape: GemmShape, template: str, op: str, dtype: str,
+              layout: str, device: Any) -> str:
+    from ..performance.ranking import catalog_profile
+
+    found = catalog_profile(config, arch=device.arch, template=template, op=op, dtype=dtype,
+                            layout=layout)
+    if found is None:
+        return "the compile catalog has no figures for this config"
+    try:
+        predict(found[0], shape, device)
+    except ValueError as exc:
+        return f"the kernel cannot take this shape ({exc})"
+    return "no figures"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,22 +248,26 @@ def run(args: argparse.Namespace) -> int:
                     "sources": {sid: SOURCES[sid][0] for sid in set(device.sources.values())}})
         return 0
     console.print(f"PREDICTED (performance model, not measured) on {device.name} "
-                  f"({device.arch}, {device.compute_units} CUs at "
-                  f"{device.clock_hz / 1e9:.1f} GHz), --op {args.op} --shape {args.shape}",
-                  markup=False)
+                  f"({device.arch}, {device.compute_units} CUs, peak clock "
+                  f"{device.clock_hz / 1e9:.2f} GHz, modelled at "
+                  f"{device.gemm_clock_hz / 1e9:.2f} GHz under GEMM load), --op {args.op} "
+                  f"--shape {args.shape}", markup=False)
+    for note in device.assumptions:
+        console.print(f"  assumed: {note}", markup=False)
     table = []
     for rank_, row in enumerate(rows, 1):
-        name = row.get("kernel") or _config_text(row["config"])
+        name = row.get("kernel") or config_label(row["config"])
+        offered = row.get("offered", "-")
         if "predicted_us" not in row:
-            table.append([rank_, name, "-", "-", "-", "-", "-", "-", row.get("offered")])
+            table.append([rank_, name, row.get("prediction"), "-", "-", "-", "-", "-",
+                          offered])
             continue
         parts = row["parts"]
         table.append([rank_, name, row["predicted_us"], row["tflops"], row["roofline_share"],
-                      row["bound"], parts["workgroups"], parts["workgroups_per_cu"],
-                      "yes" if row.get("offered") else "dropped (top-k)"])
+                      row["bound"], parts["workgroups"], parts["workgroups_per_cu"], offered])
     print_table("predicted time per config, fastest first",
-                ["#", "config", "us", "TFLOPS", "roofline", "bound", "workgroups",
-                 "per CU", "offered"], table)
+                ["#", "config", "predicted us", "TFLOPS", "roofline", "bound", "workgroups",
+                 "WG per CU (occupancy)", "a compile with no record"], table)
     borrowed = sorted({r["figures_from"] for r in rows if r.get("figures_from")})
     if borrowed:
         console.print(f"loop figures borrowed from the catalog's {', '.join(borrowed)} "

@@ -414,6 +414,8 @@ class Explanation:
     reasons: list[str] = field(default_factory=list)
     configs: list[dict[str, int]] = field(default_factory=list)
     search_space: str = "DEFAULT"
+    # with predictions in ``configs``: what they are (never measurements)
+    model: dict[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -429,28 +431,32 @@ def config_fields(entry: dict[str, Any]) -> dict[str, int]:
 
 
 def _explained_configs(problem: Problem, arch: str, search_space: str) -> list[dict[str, Any]]:
-    """The configs a compile would consider, best first: with the performance model, the
-    ranked eligible configs (up to ``INDUCTOR_FLYDSL_CANDIDATES``) with their predictions
-    and ``offered`` (False: top-k drops it); without it, the pruned configs."""
+    """The configs a compile offers, in its order (:func:`offered_configs`): with the
+    performance model, each with its prediction and ``offered`` (True: benchmarked when no
+    record exists; False: offered only so that a record of it is served); without it, the
+    pruned configs."""
+    from ..performance.config_names import config_key
+
     limit = configs_per_problem()
-    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit)
-    if ranked is None:
-        return [c.to_json() for c in candidate_configs(problem, arch,
-                                                       search_space=search_space,
-                                                       limit=limit)]
-    k = min(top_k(), limit)
+    configs, k = offered_configs(problem, arch, search_space=search_space, limit=limit)
+    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit) \
+        if k else None
+    if not ranked:
+        return [c.to_json() for c in configs]
+    by_key = {config_key(r.config.to_json()): r for r in ranked}
     out = []
-    for index, entry in enumerate(ranked[:max(limit, k)]):
-        row: dict[str, Any] = entry.config.to_json()
-        p = entry.prediction
+    for index, config in enumerate(configs):
+        row: dict[str, Any] = config.to_json()
+        entry = by_key.get(config_key(row))
+        p = entry.prediction if entry is not None else None
         row.update({"predicted_us": round(p.us, 2) if p else None,
                     "tflops": round(p.tflops, 1) if p else None,
                     "roofline_share": round(p.roofline_share, 2) if p else None,
                     "bound": p.bound if p else None,
                     "offered": index < k})
-        if entry.borrowed_from:
+        if entry is not None and entry.borrowed_from:
             row["figures_from"] = entry.borrowed_from
-        if entry.stored:
+        if entry is not None and entry.stored:
             row["short_list"] = "shipped, predicted"
         out.append(row)
     return out
@@ -468,6 +474,15 @@ def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
         if not configs:
             reasons.append("no config of the search space fits this shape "
                            "(K must be a multiple of a tile_k that is <= K)")
+    model = None
+    if any("predicted_us" in c for c in configs):
+        from ..performance.ranking import device_for
+
+        model = {"kind": "predicted", "device": device_for(arch).name,
+                 "order": "the model's top-k (fastest predicted first), then the rest of "
+                 "the pruned list", "offered": "True: benchmarked when no "
+                 "record exists (top-k); False: offered only so that a record of it is "
+                 "served", "doc": "docs/performance-model.md"}
     return Explanation(op=problem.op, problem=problem.summary(), arch=arch,
                        eligible=not reasons, reasons=reasons, configs=configs,
-                       search_space=search_space.upper())
+                       search_space=search_space.upper(), model=model)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_names import config_label
 from .devices import DEFAULT_DEVICE, DEVICES, DeviceSpec
 
 NO_MEASUREMENTS = ("No FlyDSL measurement on an MI300/MI350 (ROCm gfx942/gfx950) in this "
@@ -118,17 +119,6 @@ def template_config(config: dict[str, Any]) -> dict[str, int]:
     """The template's own config fields of a recorded FlyDSL config (its integers:
     ``template``, ``template_hash``, ``epilogue`` are recorded beside them)."""
     return {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-def config_label(config: dict[str, Any], fallback: str) -> str:
-    """``t64x128x64 w2x2 s2 g8 sk1`` (the recorded name when fields are missing)."""
-    try:
-        label = (f"t{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
-                 f"w{config['waves_m']}x{config['waves_n']} s{config['stages']} "
-                 f"g{config['group_m']}")
-    except KeyError:
-        return fallback
-    return label + (f" sk{config['split_k']}" if "split_k" in config else "")
 
 
 # ---- the comparison -------------------------------------------------------------------

@@ -147,7 +147,8 @@ def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec) -> Pre
     reduce_us = 0.0
     if profile.split_k > 1 and profile.split_k_reduction == "workspace":
         outputs = shape.m * shape.n * shape.batch
-        reduce_bytes = moved.workspace_bytes + outputs * (4 + 4 + 4 + profile.out_bytes)
+        # torch.sum reads the slices and writes fp32; the copy reads that, writes the output
+        reduce_bytes = moved.workspace_bytes + outputs * (4 + 4 + profile.out_bytes)
         reduce_us = reduce_bytes / device.hbm_effective_bytes_per_s * 1e6
         launches += 2
     launch_us = launches * device.launch_us

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 from .. import settings
 from ..db.shipped import shipped_db_paths
+from .config_names import config_key
 from .devices import DEFAULT_DEVICE, DeviceSpec, device_spec
 from .kernel_profile import KernelProfile, profile_from_catalog_row
 from .model import Prediction, predict
@@ -47,29 +49,36 @@ def shipped_catalog_path() -> Path | None:
     return next((p for p in shipped_db_paths() if p.name == CATALOG_NAME), None)
 
 
-@functools.cache
 def _catalog_rows(path: str, arch: str, template: str) -> tuple[dict[str, Any], ...]:
+    """The catalog's usable rows of ``arch`` and ``template`` (cached per file version: a
+    rewritten catalog is read again; an unreadable one is not cached)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    return _read_catalog_rows(path, stat.st_mtime_ns, stat.st_size, arch, template)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_catalog_rows(path: str, _mtime_ns: int, _size: int, arch: str, template: str
+                       ) -> tuple[dict[str, Any], ...]:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:  # the catalog is optional: rank without it
+        con.row_factory = sqlite3.Row
+        try:
+            rows = con.execute(
+                "SELECT * FROM compile_catalog WHERE arch = ? AND template = ? AND ok = 1 "
+                "AND loop_found = 1", (arch, template)).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:  # the catalog is optional: rank without it, read again later
         log.warning("inductor_flydsl: compile catalog %s unreadable: %s", path, exc)
-        return ()
-    con.row_factory = sqlite3.Row
-    try:
-        rows = con.execute(
-            "SELECT * FROM compile_catalog WHERE arch = ? AND template = ? AND ok = 1 "
-            "AND loop_found = 1", (arch, template)).fetchall()
-    except sqlite3.Error as exc:
-        log.warning("inductor_flydsl: compile catalog %s unreadable: %s", path, exc)
-        return ()
-    finally:
-        con.close()
+        raise _Unreadable from exc
     return tuple(dict(r) for r in rows)
 
 
-def _config_key(config: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in sorted(config.items()) if k != "template_hash"},
-                      sort_keys=True)
+class _Unreadable(Exception):
+    """Raised out of the cached reader so a failed read is not cached."""
 
 
 def catalog_profile(config: Any, *, arch: str, template: str, op: str, dtype: str,
@@ -80,9 +89,12 @@ def catalog_profile(config: Any, *, arch: str, template: str, op: str, dtype: st
     path = catalog or shipped_catalog_path()
     if path is None:
         return None
-    key = _config_key(config.to_json() if hasattr(config, "to_json") else dict(config))
-    matches = [r for r in _catalog_rows(str(path), arch, template)
-               if _config_key(json.loads(r["config"])) == key]
+    key = config_key(config.to_json() if hasattr(config, "to_json") else dict(config))
+    try:
+        rows = _catalog_rows(str(path), arch, template)
+    except _Unreadable:
+        return None
+    matches = [r for r in rows if config_key(json.loads(r["config"])) == key]
     if not matches:
         return None
     best = min(matches, key=lambda r: (r["dtype"] != dtype, r["layout"] != layout,
@@ -137,8 +149,6 @@ def stored_first(ranked: list[RankedConfig], stored: Sequence[Any]) -> list[Rank
     """``ranked`` with the configs of a stored short list (``short_lists.StoredEntry``, best
     first) moved to the front in the stored order; a stored config that is not among
     ``ranked`` (not eligible for this problem) is ignored."""
-    from .short_lists import config_key
-
     by_key = {config_key(r.config.to_json()): r for r in ranked}
     first: list[RankedConfig] = []
     for entry in stored:

@@ -16,8 +16,10 @@ template already allows; they never reach kernel generation themselves).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,12 +49,6 @@ class StoredEntry:
     prediction: Prediction
 
 
-def config_key(config: dict[str, Any]) -> str:
-    """A config's identity for matching (template hash left out)."""
-    return json.dumps({k: v for k, v in sorted(config.items()) if k != "template_hash"},
-                      sort_keys=True)
-
-
 def _valid_config(text: str) -> dict[str, int] | None:
     try:
         value = json.loads(text)
@@ -65,34 +61,64 @@ def _valid_config(text: str) -> dict[str, int] | None:
     return value
 
 
+def stored_version() -> str:
+    """What stored predictions must have been written by: the model's version and the
+    shipped catalog's content (the figures the model ranked from)."""
+    return f"{MODEL_VERSION}-{_catalog_digest()}"
+
+
+def _catalog_digest() -> str:
+    from .ranking import shipped_catalog_path
+
+    path = shipped_catalog_path()
+    if path is None:
+        return "no-catalog"
+    stat = path.stat()
+    return _digest(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(path: str, _mtime_ns: int, _size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
+
+
 def read_short_list(path: str | Path, problem_id: str, device: str
                     ) -> list[StoredEntry]:
     """The stored short list of ``problem_id`` on ``device`` in the DB at ``path``, best
     first; empty when there is none, the table is missing, or it was written by another
-    model version. Malformed rows are skipped with a log line."""
-    return list(_read(str(path), problem_id, device))
+    model version or from another catalog (:func:`stored_version`). Malformed rows are
+    skipped with a log line."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return []
+    try:
+        return list(_read(str(path), stat.st_mtime_ns, stat.st_size, problem_id, device,
+                          stored_version()))
+    except sqlite3.Error:  # unreadable now: nothing cached, read again next time
+        return []
 
 
-@functools.cache
-def _read(path: str, problem_id: str, device: str) -> tuple[StoredEntry, ...]:
+@functools.lru_cache(maxsize=1024)
+def _read(path: str, _mtime_ns: int, _size: int, problem_id: str, device: str,
+          version: str) -> tuple[StoredEntry, ...]:
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
-        return ()
-    try:
+        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                "name = ?", (TABLE,)).fetchone()
+        if not has_table:  # a DB without predicted short lists
+            return ()
         rows = con.execute(
             f"SELECT rank, config, predicted_us, tflops, roofline_share, bound, "
             f"model_version FROM {TABLE} WHERE problem_id = ? AND device = ? "
             "AND kind = 'predicted' ORDER BY rank", (problem_id, device)).fetchall()
-    except sqlite3.Error:  # no such table: a DB without predicted short lists
-        return ()
     finally:
         con.close()
     out = []
-    for rank, config_text, us, tflops, share, bound, version in rows:
+    for rank, config_text, us, tflops, share, bound, written_by in rows:
+        if written_by != version:
+            return ()  # another model or catalog: stale as a whole
         config = _valid_config(config_text)
-        if version != MODEL_VERSION:
-            return ()  # written by another model: stale as a whole
         if config is None or not isinstance(us, int | float) or us <= 0:
             log.warning("inductor_flydsl: skipping a malformed predicted row in %s", path)
             continue
@@ -134,19 +160,24 @@ def write_short_lists(db_path: str | Path, rows: Iterable[dict[str, Any]]) -> in
 
 
 def stored_lists(db_path: str | Path) -> list[dict[str, Any]]:
-    """Every stored row of :data:`TABLE` (empty if the DB has none), for reports."""
+    """Every stored row of :data:`TABLE` (empty if the DB has none), for reports; each
+    with ``current``: written by the running model from the shipped catalog."""
     try:
         con = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error:
         return []
     con.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in con.execute(
+        rows = [dict(r) for r in con.execute(
             f"SELECT * FROM {TABLE} ORDER BY shape, label, rank")]
     except sqlite3.Error:
         return []
     finally:
         con.close()
+    current = stored_version()
+    for row in rows:  # a stale row is shown as such, and never used
+        row["current"] = row.get("model_version") == current
+    return rows
 
 
 def shipped_stored_lists() -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ import numpy as np
 from .devices import DeviceSpec
 from .kernel_profile import OPERAND_BYTES, KernelProfile
 
-MAX_WALKED_WORKGROUPS = 1 << 21  # beyond: the first rounds are walked and scaled
+MAX_WALKED_WORKGROUPS = 1 << 16  # beyond: the first whole rounds are walked and scaled
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,16 @@ def _panel_fetches(profile: KernelProfile, shape: GemmShape, device: DeviceSpec,
     rnd = ids // slots
     xcd = ids % device.xcds
     key_a = ((rnd * device.xcds + xcd) * (shape.batch * profile.split_k) + rest) * num_m + pm
-    key_b = ((rnd * device.xcds + xcd) * (shape.batch * profile.split_k) + rest) * num_n + pn
+    # a grouped GEMM's B panel is its group's weights: the group of a tile row, with the
+    # tokens spread evenly over the groups (the grid's bound: ceil(rows / tile_m) each)
+    group = np.zeros_like(pm)
+    if shape.groups:
+        rows_per_group = -(-shape.m // shape.groups)
+        per_group = max(-(-rows_per_group // profile.tile_m), 1)
+        group = np.minimum(pm // per_group, shape.groups - 1)
+    groups = max(shape.groups, 1)
+    key_b = (((rnd * device.xcds + xcd) * (shape.batch * profile.split_k) + rest) * groups
+             + group) * num_n + pn
     a = float(np.unique(key_a).size)
     b = float(np.unique(key_b).size)
     scale = total / walked

@@ -15,6 +15,7 @@ from inductor_flydsl.flydsl_backend import loop_analysis
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
 from inductor_flydsl.flydsl_backend.eligibility import (
     candidate_configs,
+    config_fields,
     explain,
     offered_configs,
     ranked_candidates,
@@ -203,13 +204,18 @@ def test_without_catalog_figures_there_is_no_preselection(
 
 
 def test_explain_marks_what_top_k_drops() -> None:
-    result = explain(synthetic_problem("mm", 32, 8192, 7168, dtype="bfloat16", layout="nt"),
-                     "gfx950")
+    problem = synthetic_problem("mm", 32, 8192, 7168, dtype="bfloat16", layout="nt")
+    result = explain(problem, "gfx950")
     offered = [c for c in result.configs if c["offered"]]
     assert len(offered) == 4 and result.configs[:4] == offered
     assert all(c["predicted_us"] > 0 and c["bound"] for c in result.configs)
-    assert [c["predicted_us"] for c in result.configs] == sorted(
-        c["predicted_us"] for c in result.configs)
+    times = [c["predicted_us"] for c in offered]
+    assert times == sorted(times)
+    configs, k = offered_configs(problem, "gfx950")
+    assert k == 4 and [config_fields(c) for c in result.configs] == [
+        c.to_json() for c in configs]
+    assert result.model and result.model["kind"] == "predicted"
+    assert result.model["device"] == "MI355X"
 
 
 @needs_mca
@@ -240,7 +246,9 @@ def test_predict_cli_for_template_configs() -> None:
     assert out["kind"] == "predicted" and out["device"] == "MI355X"
     rows = out["predictions"]
     assert [r["predicted_us"] for r in rows] == sorted(r["predicted_us"] for r in rows)
-    assert sum(r["offered"] for r in rows) == 4
+    assert sum(r["offered"] == "benchmarked" for r in rows) == 4
+    assert {r["offered"] for r in rows} <= {"benchmarked", "served from a record only",
+                                           "not offered"}
     assert set(out["sources"]) and all(u.startswith("https://") for u in out["sources"].values())
     table = _cli("--op", "mm", "--shape", "4096x4096x4096", "--device", "MI300X")
     assert table.returncode == 0 and "PREDICTED" in table.stdout and "MI300X" in table.stdout

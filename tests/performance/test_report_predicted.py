@@ -149,7 +149,8 @@ def _check_rows(rows: list[dict], expected: dict) -> None:
         fields = json.loads(key)
         label = (f"t{fields['tile_m']}x{fields['tile_n']}x{fields['tile_k']} "
                  f"w{fields['waves_m']}x{fields['waves_n']} s{fields['stages']} "
-                 f"g{fields['group_m']} sk{fields['split_k']}")
+                 f"g{fields['group_m']}"
+                 + (f" sk{fields['split_k']}" if fields["split_k"] > 1 else ""))
         match = [r for r in by_key[summary] if r["config"] == label]
         assert len(match) == 1, (summary, label)
         row = match[0]

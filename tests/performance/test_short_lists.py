@@ -15,16 +15,16 @@ import pytest
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.eligibility import offered_configs, ranked_candidates
-from inductor_flydsl.performance.model import MODEL_VERSION
+from inductor_flydsl.performance.config_names import config_key
 from inductor_flydsl.performance.ranking import RankedConfig, stored_first
 from inductor_flydsl.performance.short_lists import (
     PREDICTED_DB_NAME,
     STORED_RANKS,
     TABLE,
     StoredEntry,
-    config_key,
     read_short_list,
     shipped_short_list,
+    stored_version,
     write_short_lists,
 )
 from inductor_flydsl.problem import synthetic_problem
@@ -43,8 +43,8 @@ def _rows(path: Path) -> list[dict]:
 def test_the_shipped_db_was_written_by_this_model() -> None:
     rows = _rows(SHIPPED)
     assert rows, "rebuild: python scripts/build_predicted_db.py --aiter-git AITER/.git"
-    # any change to the model's files changes MODEL_VERSION: rebuild the shipped DB then
-    assert {r["model_version"] for r in rows} == {MODEL_VERSION}, (
+    # any change to the model's files or the catalog changes it: rebuild the DB then
+    assert {r["model_version"] for r in rows} == {stored_version()}, (
         "the model changed: rebuild with python scripts/build_predicted_db.py "
         "--aiter-git AITER/.git")
     assert {r["kind"] for r in rows} == {"predicted"} and {r["device"] for r in rows} == {
@@ -100,7 +100,7 @@ def test_stale_or_malformed_rows_are_never_used(tmp_path: Path) -> None:
     good = json.dumps(DEFAULT[0].to_json())
     stale = _write(tmp_path / "stale.db", "an-older-model", [good])
     assert read_short_list(stale, "p1", "MI355X") == []
-    fresh = _write(tmp_path / "fresh.db", MODEL_VERSION,
+    fresh = _write(tmp_path / "fresh.db", stored_version(),
                    ["{not json", json.dumps({"tile_m": "__import__('os')"}), good])
     entries = read_short_list(fresh, "p1", "MI355X")
     assert [e.config for e in entries] == [DEFAULT[0].to_json()]
@@ -137,7 +137,7 @@ def test_the_build_script_writes_a_verified_db(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "predicted rows" in proc.stdout
     rows = _rows(out)
-    assert rows and {r["model_version"] for r in rows} == {MODEL_VERSION}
+    assert rows and {r["model_version"] for r in rows} == {stored_version()}
     # without --aiter-git no published time is stored
     assert all(r["aiter_best_us"] is None for r in rows)
     # the same rankings as the shipped DB (whose AITER columns come from a clone)

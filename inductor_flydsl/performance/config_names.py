@@ -1,0 +1,26 @@
+"""How a template config is matched and shown across the model, the DBs and the CLI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """A config's identity for matching: its fields, sorted, without the template hash
+    (a changed template's build of the same config is the same config)."""
+    return json.dumps({k: v for k, v in sorted(config.items()) if k != "template_hash"},
+                      sort_keys=True)
+
+
+def config_label(config: dict[str, Any], fallback: str = "") -> str:
+    """``t64x128x64 w2x2 s2 g8`` (``sk4`` with split-K; ``fallback`` when fields are
+    missing)."""
+    try:
+        label = (f"t{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
+                 f"w{config['waves_m']}x{config['waves_n']} s{config['stages']} "
+                 f"g{config['group_m']}")
+    except (KeyError, TypeError):
+        return fallback or str(config)
+    split = config.get("split_k", 1)
+    return label + (f" sk{split}" if split and split > 1 else "")
