@@ -15,7 +15,7 @@ from ..db.open import UnusableDB, open_db
 from ..settings import default_db_path, settings_from_env
 from ..sweep.batch import MAX_BATCH
 from ..sweep.busy import POLICIES, default_policy
-from ..sweep.items import ItemError, SweepItem, parse_shard
+from ..sweep.items import ItemError, SweepItem, always_skipped, parse_shard
 from ..sweep.presets import (
     PRESETS,
     items_from_misses,
@@ -98,7 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="at the end, pack the DB into one verified file to share or ship "
                         "(see `inductor-flydsl db pack`)")
     p.add_argument("--list", action="store_true",
-                   help="print the items that would run and exit")
+                   help="print the items that would run, named as the DB will name their "
+                        "problems, and exit")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -149,7 +150,7 @@ def _items(args: argparse.Namespace, db_path: Path, identity: Identity) -> list[
     return preset(name)
 
 
-def print_summary(summary: SweepSummary) -> None:
+def print_summary(summary: SweepSummary, device_kind: str) -> None:
     data = summary.as_json()
     device = summary.device
     rows: list[tuple[str, object]] = [
@@ -174,7 +175,7 @@ def print_summary(summary: SweepSummary) -> None:
     failed = [o for o in summary.outcomes if o.status == FAILED]
     if failed:
         print_table("failed items", ["item", "id", "error"],
-                    [(item_name(o.item, o.problems), o.item.item_id,
+                    [(item_name(o.item, device_kind, o.problems), o.item.item_id,
                       (o.error.strip().splitlines() or [""])[0][:120]) for o in failed])
     if summary.not_started:
         console.print(f"{summary.not_started} items not started; run again with --resume "
@@ -216,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
 
         chosen = shard(items, *shard_spec) if shard_spec else items
         for item in chosen:
-            console.print(f"{item.item_id}  {item.summary()}")
+            skipped = (f"  (always skipped on {identity.kind})"
+                       if always_skipped(item, identity.kind) else "")
+            console.print(f"{item.item_id}  {item_name(item, identity.kind)}{skipped}",
+                          markup=False)
         return 0
     options = SweepOptions(db=db_path, backends=args.backends, resume=args.resume,
                            retry_failed=args.retry_failed, shard=shard_spec,
@@ -224,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
                            on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,
                            remeasure=args.remeasure or args.remeasure_noisy,
                            isolate=args.isolate, batch_items=args.batch_items)
-    ui = SweepProgress(enabled=not args.no_progress and not args.json)
+    ui = SweepProgress(enabled=not args.no_progress and not args.json,
+                       device_kind=identity.kind)
     try:
         summary = run_sweep(items, options, slots, identity, on_event=ui.event,
                             on_plan=ui.plan, on_wait=ui.wait)
@@ -235,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary.as_json())
     else:
-        print_summary(summary)
+        print_summary(summary, identity.kind)
     if summary.stopped in ("SIGINT", "SIGTERM"):
         return 130 if summary.stopped == "SIGINT" else 143
     if args.pack:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 
 from rich.console import Console, RenderableType
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +26,7 @@ from rich.progress import (
 from rich.text import Text
 
 from ..sweep.busy import BusyWait
-from ..sweep.items import SweepItem
+from ..sweep.items import SweepItem, db_name
 from ..sweep.runner import DONE, FAILED, INTERRUPTED, SKIPPED, ItemOutcome, SweepSummary
 from .output import err_console
 
@@ -58,11 +59,13 @@ def wait_text(wait: BusyWait) -> str:
             f"low-confidence), next check in {wait.next_check_s:.0f} s; {SKIP_HINT}")
 
 
-def item_name(item: SweepItem, problems: Iterable[str] = ()) -> str:
-    """The problems as the DB names them (e.g. ``packed_linear float32 16x128x64 nn``
-    for a CPU ``linear`` item), else the item as it was given."""
+def item_name(item: SweepItem, device_kind: str, problems: Iterable[str] = ()) -> str:
+    """The item as the DB names its problem (e.g. ``packed_linear float32 16x128x64 nn``
+    for a CPU ``linear`` item): the names its worker recorded (``problems``), else the
+    name the DB will give it (``items.db_name``), else, where the item alone does not
+    tell, the item as it was given."""
     names = list(problems)
-    return ", ".join(names) if names else item.summary()
+    return ", ".join(names) if names else db_name(item, device_kind) or item.summary()
 
 
 class _StatusProgress(Progress):
@@ -77,8 +80,9 @@ class _StatusProgress(Progress):
 
 
 class SweepProgress:
-    def __init__(self, enabled: bool, live: bool | None = None) -> None:
+    def __init__(self, enabled: bool, device_kind: str, live: bool | None = None) -> None:
         self.enabled = enabled
+        self.device_kind = device_kind  # names items as the DB names them (item_name)
         self.live = enabled and (err_console.is_terminal if live is None else live)
         # live: a wrapping console (a soft-wrapping one, like err_console, would crop the
         # live display to one line per renderable); plain: err_console, lines never cut
@@ -111,7 +115,8 @@ class SweepProgress:
             return
         where = f" [GPU {outcome.slot}]" if outcome.slot not in ("cpu", "") else ""
         if kind == "started":
-            self._line(f"[dim]{'started':>11} {outcome.item.summary()}{where}[/dim]")
+            name = escape(item_name(outcome.item, self.device_kind))
+            self._line(f"[dim]{'started':>11} {name}{where}[/dim]")
             return
         if kind != "finished" or self.task is None:
             return
@@ -123,8 +128,8 @@ class SweepProgress:
                                       NOTE_WIDTH)
         if outcome.busy:
             note += f" [yellow](noisy: {clip(outcome.busy, NOTE_WIDTH)})[/yellow]"
-        self._line(f"[{style}]{outcome.status:>11}[/] "
-                   f"{item_name(outcome.item, outcome.problems)}{where} "
+        name = escape(item_name(outcome.item, self.device_kind, outcome.problems))
+        self._line(f"[{style}]{outcome.status:>11}[/] {name}{where} "
                    f"{outcome.seconds:.1f} s  {note}")
 
     def wait(self, wait: BusyWait | None) -> None:

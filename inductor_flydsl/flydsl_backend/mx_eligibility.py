@@ -221,4 +221,4 @@ def synthetic_mx_problem(m: int, n: int, k: int, *, formats: tuple[str, str],
         inputs.append(TensorSpec(out_dtype, (n,), (1,)))
     output = TensorSpec(out_dtype, (m, n), (n, 1))
     return Problem(op=MX_OP, inputs=tuple(inputs), output=output,
-                   attrs=(("out_dtype", f"torch.{out_dtype}"), ("use_fast_accum", False)))
+                   attrs=(("out_dtype", out_dtype), ("use_fast_accum", False)))

@@ -26,9 +26,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..keys import stable_id
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 OPS = ("mm", "addmm", "bmm", "linear", "grouped_mm", "scaled_mm")
 ROUTINGS = ("inductor", "uniform", "zipf", "sparse")  # grouped_mm only (routing.py)
@@ -218,6 +221,78 @@ CPU_TUNED_OPS = frozenset({"linear"})  # Inductor on CPU autotunes frozen-weight
 def always_skipped(item: SweepItem, device_kind: str) -> bool:
     """Whether a device of this kind always skips ``item`` (on CPU: any op but linear)."""
     return device_kind == "cpu" and item.op not in CPU_TUNED_OPS
+
+
+def db_name(item: SweepItem, device_kind: str) -> str | None:
+    """The name the tuning DB gives the problem ``item`` records on a device of
+    ``device_kind`` (``cpu``, ``cuda``, ``rocm``): what ``sweep --list`` and the sweep's
+    progress lines show. The problem is built as the worker's compile presents it to
+    Inductor (``problem.synthetic_problem`` and friends), so the name is the recorded
+    one's; only the name is predicted, not the id (a CPU linear's key holds oneDNN's
+    packed weight, whose size is oneDNN's).
+
+    None where the item alone does not tell (the caller then shows ``item.summary()``):
+    an item the device always skips (nothing is recorded), a float32 linear on a CPU
+    build without MKL (oneDNN's ACL on Arm), a dynamic-M grouped or scaled GEMM.
+    """
+    if always_skipped(item, device_kind):
+        return None
+    from ..buckets import dynamic_m_problem
+    from ..problem import synthetic_problem
+
+    if device_kind == "cpu":  # item.op is linear
+        problem = _cpu_linear(item)
+        if problem is None:
+            return None
+    elif item.op == "scaled_mm":
+        if item.dynamic_m:
+            return None
+        from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+
+        problem = synthetic_mx_problem(item.m, item.n, item.k,
+                                       formats=parse_mx_dtype(item.dtype))
+    elif item.op == "grouped_mm":
+        if item.dynamic_m:
+            return None
+        from .. import routing
+
+        problem = synthetic_problem("grouped_mm", item.m, item.n, item.k, dtype=item.dtype,
+                                    layout=item.layout, batch=item.batch)
+        if item.routing in routing.MEASURED_ROUTINGS:
+            problem = routing.routed(problem, item.routing)
+    else:  # on a GPU a linear without bias is an mm of x and the transposed weight
+        problem = synthetic_problem("mm" if item.op == "linear" else item.op, item.m,
+                                    item.n, item.k, dtype=item.dtype, layout=item.layout,
+                                    batch=item.batch)
+    return (dynamic_m_problem(problem) if item.dynamic_m else problem).summary()
+
+
+def _cpu_linear(item: SweepItem) -> Problem | None:
+    """A frozen bias-free CPU linear as Inductor's oneDNN passes leave it (their
+    ``_is_packable_linear`` and ``pack_linear``): float32 at a static M becomes MKL's
+    ``packed_linear``; float32 at a dynamic M, and bf16/fp16 where oneDNN has them, its
+    ``linear_unary`` (post-op ``none``); bf16/fp16 elsewhere stays ATen's mm of x and
+    the transposed weight. None on a build without MKL."""
+    import torch
+
+    from ..inductor import internals
+    from ..problem import Problem, TensorSpec, synthetic_problem
+
+    m, n, k, dtype = item.m, item.n, item.k, item.dtype
+    x, out = TensorSpec(dtype, (m, k), (k, 1)), TensorSpec(dtype, (m, n), (n, 1))
+    if dtype == "float32":
+        if not torch.backends.mkl.is_available():
+            return None
+        if not item.dynamic_m:  # the (N, K) weight stands in for MKL's packed one
+            return Problem(op="packed_linear", output=out,
+                           inputs=(x, TensorSpec(dtype, (n, k), (k, 1))))
+    else:
+        packs = (internals.is_mkldnn_bf16_supported if dtype == "bfloat16"
+                 else internals.is_mkldnn_fp16_supported)
+        if not packs("cpu"):
+            return synthetic_problem("mm", m, n, k, dtype=dtype, layout="nt")
+    return Problem(op="linear_unary", inputs=(x, TensorSpec(dtype, (k, n), (1, k))),
+                   output=out, attrs=(("algorithm", ""), ("attr", "none"), ("scalars", ())))
 
 
 def dedupe(items: list[SweepItem]) -> list[SweepItem]:

@@ -123,8 +123,9 @@ def test_report_lists_missed_problems_without_a_winner(smoke_sweep: dict,
     assert summary["missed_untuned"] == 1
     proc = run_cli(["report", "--db", str(db)], env)
     assert "packed_linear float32 24x56x40 nn" in proc.stdout.split("## Coverage")[1]
-    # ... and the sweep turns exactly that miss back into an item.
+    # ... and the sweep turns exactly that miss back into an item, listed by the name
+    # the DB gives its problem
     proc = run_cli(["sweep", "--from-misses", "--db", str(db), "--list"], env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("linear float32 24x56x40 nt")
+    assert proc.stdout.strip().endswith("  packed_linear float32 24x56x40 nn")
     assert len(proc.stdout.strip().splitlines()) == 1

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import cli, sweep_env
+import sqlite_utils
+from conftest import cli, run_cli, sweep_env
 
 from inductor_flydsl.cli.sweep_progress import clip, wait_text
 from inductor_flydsl.sweep.busy import RUN, BusyGate, BusyWait
-from inductor_flydsl.sweep.items import always_skipped
+from inductor_flydsl.sweep.items import SweepItem, always_skipped, db_name
 from inductor_flydsl.sweep.presets import preset
 
 HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
@@ -70,13 +71,29 @@ def test_gate_reports_the_wait_then_its_end(cpu_hog: subprocess.Popen[bytes],
 
 def test_sweep_prints_the_wait_and_every_item(tmp_path: Path,
                                              cpu_hog: subprocess.Popen[bytes]) -> None:
+    """The real CLI: ``--list`` and the started and finished lines name each item as the
+    DB names its problem (on CPU a float32 ``linear`` is ``packed_linear ... nn``; a
+    bf16 one ``mm ... nt``, or ``linear_unary ...`` where oneDNN has bf16: see
+    ``items.db_name``); an item the CPU always skips keeps its own name and says so."""
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("op,M,N,K,batch,dtype,layout\n"
-                      "linear,8,64,32,,float32,nt\n")
+                      "linear,8,64,32,,float32,nt\n"
+                      "linear,16,64,32,,bfloat16,nt\n"
+                      "mm,32,64,16,,bfloat16,nt\n")
+    fp32_name = "packed_linear float32 8x64x32 nn"
+    bf16 = SweepItem.from_values({"op": "linear", "m": 16, "n": 64, "k": 32,
+                                  "dtype": "bfloat16"})
+    bf16_name = db_name(bf16, "cpu")
+    assert bf16_name is not None
+    db = tmp_path / "t.db"
     env = sweep_env(tmp_path, INDUCTOR_FLYDSL_BUSY_CPU="0.01")
-    proc = subprocess.Popen(cli("sweep", "--shapes", str(shapes), "--db",
-                                str(tmp_path / "t.db"), "--on-busy", "wait",
-                                "--busy-max-wait-s", "2"),
+    listed = run_cli(["sweep", "--shapes", str(shapes), "--db", str(db), "--list"], env)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split("  ", 1)[1] for line in listed.stdout.splitlines()] == [
+        fp32_name, bf16_name,
+        "mm bfloat16 32x64x16 nt  (always skipped on cpu)"]
+    proc = subprocess.Popen(cli("sweep", "--shapes", str(shapes), "--db", str(db),
+                                "--on-busy", "wait", "--busy-max-wait-s", "2"),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     lines = []
@@ -94,11 +111,22 @@ def test_sweep_prints_the_wait_and_every_item(tmp_path: Path,
     assert re.search(r"waited \d+ s of at most 2 s", waiting[0])
     assert "--on-busy record" in waiting[0]
     assert any(line.startswith("wait over after") for line in lines), err
-    started = next(i for i, line in enumerate(lines)
-                   if line.split() == ["started", "linear", "float32", "8x64x32", "nt"])
-    done = next(i for i, line in enumerate(lines)
-                if line.split()[:5] == ["done", "packed_linear", "float32", "8x64x32", "nn"])
+
+    def line_of(status: str, name: str) -> int:
+        found = [i for i, line in enumerate(lines)
+                 if " ".join(line.split()).startswith(f"{status} {name}")]
+        assert found, f"no {status!r} line for {name!r}:\n{err}"
+        return found[0]
+
+    started, done = line_of("started", fp32_name), line_of("done", fp32_name)
     assert lines.index(waiting[0]) < started < done
     assert "noisy: machine still busy after" in lines[done]
+    recorded = sqlite_utils.Database(db)
+    names = {r["summary"] for r in recorded.query("select summary from problems")}
+    recorded.close()
+    assert line_of("started", bf16_name) < line_of("done", bf16_name)
+    assert names == {fp32_name, bf16_name}  # named before they ran as the DB names them
+    assert line_of("started", "mm bfloat16 32x64x16 nt") < line_of(
+        "skipped", "mm bfloat16 32x64x16 nt")
     for line in lines:  # a shortened note ends at a word boundary
         assert not re.search(r"\w\.\.\.", line), line
