@@ -41,7 +41,7 @@ class Bindings:
         key = storage.data_ptr()
         binding = self.by_storage.get(key)
         if binding is None:
-            data = np.frombuffer(bytes(storage), dtype=np.uint8).copy()
+            data = _storage_bytes(storage)
             name = f"tensor{len(self.by_storage)}{tuple(tensor.shape)}"
             base = self.memory.add(name, data, writable=True)
             binding = TensorBinding(data, base)
@@ -56,6 +56,15 @@ class Bindings:
         binding = self.by_storage[tensor.untyped_storage().data_ptr()]
         flat = torch.frombuffer(bytearray(binding.data.tobytes()), dtype=tensor.dtype)
         return flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).clone()
+
+
+def _storage_bytes(storage: Any) -> np.ndarray:
+    """A copy of a CPU storage's bytes, through a uint8 tensor over the whole storage
+    (``bytes(storage)`` reads it one byte per Python call: seconds per megabyte)."""
+    import torch
+
+    whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),))
+    return whole.numpy().copy()
 
 
 def _layout_struct(tensor: Any) -> bytes:

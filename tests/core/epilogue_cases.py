@@ -1,6 +1,7 @@
-"""Child process of test_epilogue_agreement.py: compiles GEMMs with pointwise epilogues
-through real ``torch.compile(mode="max-autotune")`` with freezing, plugin off or on, and
-prints per case the kernels of the generated code, Inductor's counters and the outputs.
+"""Child process of the epilogue agreement tests (epilogue_agreement.py): compiles GEMMs
+with pointwise epilogues through real ``torch.compile(mode="max-autotune")`` with
+freezing, plugin off or on, and prints per case the kernels of the generated code,
+Inductor's counters and the outputs.
 
 ``--prefer template`` makes every extern choice look 1e6 times slower in Inductor's
 ``lookup`` (as PyTorch's own CPU select-algorithm tests do), so the C++ GEMM template wins

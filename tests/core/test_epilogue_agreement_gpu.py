@@ -7,7 +7,8 @@ the scheduler's fused benchmark still runs) and the record holds the deferred de
 
 Marked for CUDA and ROCm; skipped on a machine without either. Never run here so far
 (no GPU in this project's CI); the CPU version of every check is
-test_epilogue_agreement.py.
+epilogue_agreement.py (run by test_epilogue_agreement_template.py and
+test_epilogue_agreement_extern.py).
 """
 
 from __future__ import annotations

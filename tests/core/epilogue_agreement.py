@@ -11,6 +11,14 @@ steered as upstream's tests steer it (one kind of choice made 1e6 times slower i
 towards the extern kernel (the epilogue in a separate kernel), so it does not depend on
 timing noise. All three must generate the same kernels, report the same kernel counters
 and compute the same outputs; the warm one must benchmark nothing.
+
+The checks, shared by test_epilogue_agreement_template.py and
+test_epilogue_agreement_extern.py (one steering each: two files, so that the two run on
+two test workers at once). The three processes of one steering share one Inductor cache
+directory with the FX graph cache off: each lowers its graphs itself (plugin off, fresh,
+warm, exactly as with caches of their own), and only the C++ builds of identical kernel
+sources are reused (Inductor's code cache is keyed by the source), which is most of a
+cold process's time.
 """
 
 from __future__ import annotations
@@ -29,9 +37,9 @@ from tests.core.epilogue_cases import CASES
 
 CHILD = Path(__file__).with_name("epilogue_cases.py")
 MODES = ("off", "fresh", "warm")
-
-# slow, and the strongest check of the rule: run under both torch releases
-pytestmark = [pytest.mark.slow, pytest.mark.both_releases]
+# the marks of both test files: slow, and the strongest check of the rule: run under both
+# torch releases
+MARKS = [pytest.mark.slow, pytest.mark.both_releases]
 
 
 def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:
@@ -39,7 +47,9 @@ def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:
     args = [sys.executable, str(CHILD), "--prefer", prefer, "--out", str(out)]
     if mode != "off":
         args += ["--plugin", "--db", str(db)]
-    proc = subprocess.run(args, env=isolated_env(out), capture_output=True, text=True,
+    env = isolated_env(out, TORCHINDUCTOR_CACHE_DIR=str(root / "inductor_cache"),
+                       TORCHINDUCTOR_FX_GRAPH_CACHE="0")
+    proc = subprocess.run(args, env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -48,9 +58,9 @@ def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:
                          f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
-@pytest.fixture(scope="module", params=["template", "extern"])
-def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    prefer = request.param
+def run_modes(prefer: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The three processes, steered towards ``prefer`` (``template`` or ``extern``): what
+    each test file's module fixture ``runs`` returns."""
     root = tmp_path_factory.mktemp(prefer)
     db = root / "tuning.db"
     results = {mode: _run(prefer, mode, root, db) for mode in MODES}
