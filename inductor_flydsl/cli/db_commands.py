@@ -150,9 +150,9 @@ def _predicted_problems(ref: str) -> list[dict]:
 
 
 def _show(db, args: argparse.Namespace) -> int:
-    problems = queries.find_problems(db, args.ref)
-    known = {p["id"] for p in problems}
-    problems += [p for p in _predicted_problems(args.ref) if p["id"] not in known]
+    # the DB's own problems; only when none matches, the shapes of the shipped predicted
+    # short lists (a matching problem of the DB still shows its predicted list below)
+    problems = queries.find_problems(db, args.ref) or _predicted_problems(args.ref)
     if not problems:
         return fail(f"no problem matches {args.ref!r}", code=1)
     predicted = shipped_stored_lists()

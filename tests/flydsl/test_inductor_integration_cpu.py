@@ -262,13 +262,13 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     processes into FlyDSL's disk cache before Inductor benchmarks them. One build aborts
     its worker (tests/faults/builds.py): only that candidate is failed with the crash; the
     others are built (one cache entry each) and then refused at launch (no ROCm here)."""
-    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.flydsl_backend.eligibility import offered_configs
     from inductor_flydsl.keys import stable_id
     from inductor_flydsl.problem import synthetic_problem
 
-    configs = candidate_configs(synthetic_problem("mm", 256, 1024, 512, dtype="bfloat16",
-                                                  layout="nt"),
-                                "gfx950")
+    offered_list, k = offered_configs(
+        synthetic_problem("mm", 256, 1024, 512, dtype="bfloat16", layout="nt"), "gfx950")
+    configs = offered_list[:k] if k else offered_list  # what a miss builds (top-k)
     crash_id = stable_id(configs[1].to_json())
     cache = tmp_path / "flydsl_cache"
     monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "2")
