@@ -61,13 +61,21 @@ def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[st
     return env
 
 
-def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:
-    """Run scripts/compile_model.py in a fresh process; return its RESULT JSON."""
+def compile_model_command(args: list[str], env: dict[str, str],
+                          ) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run scripts/compile_model.py with ``args``
+    in ``env`` (an ``isolated_env``; with its ``builds``: ``--no-inductor-caches``)."""
     env = dict(env)
     if env.pop(_SHARED_BUILDS, None):
         args = [*args, "--no-inductor-caches"]
-    proc = subprocess.run([sys.executable, str(COMPILE_MODEL), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return [sys.executable, str(COMPILE_MODEL), *args], env
+
+
+def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:
+    """Run scripts/compile_model.py in a fresh process; return its RESULT JSON."""
+    command, env = compile_model_command(args, env)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line.removeprefix("RESULT "))
