@@ -108,6 +108,11 @@ def main() -> None:
     parser.add_argument("--also", default="",
                         help="comma list of further input sizes to run after the first call "
                         "(batches, or BATCHxSEQ); each output is compared with eager")
+    parser.add_argument("--no-inductor-caches", action="store_true",
+                        help="Inductor's FX graph, AOTAutograd and autotune-timing caches "
+                        "off; its code cache (builds, keyed by their source) stays: with a "
+                        "TORCHINDUCTOR_CACHE_DIR shared by several processes each still "
+                        "lowers and benchmarks everything itself and reuses only the builds")
     parser.add_argument("--offer-flydsl", default=None, metavar="ARCH",
                         help="benchmarks on a machine without that GPU: replace the FlyDSL "
                         "provider's runtime check so its candidates for ARCH (gfx950) are "
@@ -123,6 +128,12 @@ def main() -> None:
     import torch._inductor.config as inductor_config
 
     inductor_config.freezing = bool(args.freezing)
+    if args.no_inductor_caches:
+        import torch._functorch.config as functorch_config
+
+        inductor_config.fx_graph_cache = False
+        inductor_config.autotune_local_cache = False  # read no timings another one wrote
+        functorch_config.enable_autograd_cache = False
     if args.backends:
         inductor_config.max_autotune_gemm_backends = args.backends
     if args.plugin:

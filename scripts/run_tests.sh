@@ -24,9 +24,11 @@ JOBS="${INDUCTOR_FLYDSL_TEST_JOBS:-2}"
 INTEGRATION=(tests/core tests/flydsl/test_inductor_integration_cpu.py
              tests/flydsl/test_launch_runtime.py tests/flydsl/test_autotune_through_runtime.py)
 # tests/core files that never reach Inductor (the DB, the problem spec, the CLI's own
-# checks): the same under every torch release, so run once
+# checks; of test_concurrency only the DB writers, its compiling test being slow): the
+# same under every torch release, so run once
 NOT_INDUCTOR=(test_confidence_rules test_db_cli test_layering test_priors_ranking
-              test_problem_spec test_schema_migration test_cli_errors test_doctor)
+              test_problem_spec test_schema_migration test_cli_errors test_doctor
+              test_read_only_db test_concurrency)
 IGNORE=()
 for name in "${NOT_INDUCTOR[@]}"; do IGNORE+=(--ignore "tests/core/$name.py"); done
 

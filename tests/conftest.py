@@ -35,21 +35,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_cuda)
 
 
-def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
+# isolated_env(builds=...): marks an environment whose compile_model.py run must turn
+# Inductor's other caches off (run_compile_model passes --no-inductor-caches)
+_SHARED_BUILDS = "_TESTS_SHARED_INDUCTOR_BUILDS"
+
+
+def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[str, str]:
     """Environment for a child process: its own Inductor cache and per-user cache dir,
-    no shipped DB layered in, no plugin auto-enable."""
+    no shipped DB layered in, no plugin auto-enable.
+
+    With ``builds`` (the ``shared_builds`` fixture), for scripts/compile_model.py through
+    :func:`run_compile_model`: Inductor's cache dir is ``builds``, shared, with every
+    cache that could answer in place of lowering or benchmarking off (the FX graph and
+    AOTAutograd caches here, the autotune-timing cache by ``--no-inductor-caches``), so
+    the process lowers and benchmarks as with a cache of its own and only reuses the C++
+    builds of identical kernel sources (the code cache is keyed by the source)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
     env.update({"TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor_cache"),
                 "XDG_CACHE_HOME": str(tmp / "xdg_cache"),
                 "INDUCTOR_FLYDSL_SHIPPED": "0"})
+    if builds is not None:
+        env.update({"TORCHINDUCTOR_CACHE_DIR": str(builds), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+                    "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", _SHARED_BUILDS: "1"})
     env.update(extra)
     return env
 
 
+def compile_model_command(args: list[str], env: dict[str, str],
+                          ) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run scripts/compile_model.py with ``args``
+    in ``env`` (an ``isolated_env``; with its ``builds``: ``--no-inductor-caches``)."""
+    env = dict(env)
+    if env.pop(_SHARED_BUILDS, None):
+        args = [*args, "--no-inductor-caches"]
+    return [sys.executable, str(COMPILE_MODEL), *args], env
+
+
 def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:
     """Run scripts/compile_model.py in a fresh process; return its RESULT JSON."""
-    proc = subprocess.run([sys.executable, str(COMPILE_MODEL), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    command, env = compile_model_command(args, env)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line.removeprefix("RESULT "))
@@ -57,6 +83,17 @@ def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600
             return result
     raise AssertionError(f"compile_model.py failed (exit {proc.returncode}):\n"
                          f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def shared_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Inductor cache dir for the compile_model.py processes of the whole test run,
+    every xdist worker's (their base temp dirs' common parent): see ``isolated_env``."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "shared_inductor_builds"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture

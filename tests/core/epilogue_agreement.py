@@ -14,11 +14,12 @@ and compute the same outputs; the warm one must benchmark nothing.
 
 The checks, shared by test_epilogue_agreement_template.py and
 test_epilogue_agreement_extern.py (one steering each: two files, so that the two run on
-two test workers at once). The three processes of one steering share one Inductor cache
-directory with the FX graph cache off: each lowers its graphs itself (plugin off, fresh,
-warm, exactly as with caches of their own), and only the C++ builds of identical kernel
-sources are reused (Inductor's code cache is keyed by the source), which is most of a
-cold process's time.
+two test workers at once). The processes share the test run's Inductor cache directory
+(conftest ``shared_builds``) with the FX graph and AOTAutograd caches off, and Inductor's
+benchmark timings never cached (the steering's ``lookup`` benchmarks every time): each
+lowers its graphs and benchmarks itself (plugin off, fresh, warm, exactly as with caches
+of their own), and only the C++ builds of identical kernel sources are reused
+(Inductor's code cache is keyed by the source), which is most of a cold process's time.
 """
 
 from __future__ import annotations
@@ -42,15 +43,13 @@ MODES = ("off", "fresh", "warm")
 MARKS = [pytest.mark.slow, pytest.mark.both_releases]
 
 
-def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:
+def _run(prefer: str, mode: str, root: Path, db: Path, builds: Path) -> dict:
     out = root / mode
     args = [sys.executable, str(CHILD), "--prefer", prefer, "--out", str(out)]
     if mode != "off":
         args += ["--plugin", "--db", str(db)]
-    env = isolated_env(out, TORCHINDUCTOR_CACHE_DIR=str(root / "inductor_cache"),
-                       TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    proc = subprocess.run(args, env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
+    proc = subprocess.run(args, env=isolated_env(out, builds), capture_output=True,
+                          text=True, timeout=900, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line.removeprefix("RESULT "))
@@ -58,12 +57,12 @@ def _run(prefer: str, mode: str, root: Path, db: Path) -> dict:
                          f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
-def run_modes(prefer: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def run_modes(prefer: str, tmp_path_factory: pytest.TempPathFactory, builds: Path) -> dict:
     """The three processes, steered towards ``prefer`` (``template`` or ``extern``): what
     each test file's module fixture ``runs`` returns."""
     root = tmp_path_factory.mktemp(prefer)
     db = root / "tuning.db"
-    results = {mode: _run(prefer, mode, root, db) for mode in MODES}
+    results = {mode: _run(prefer, mode, root, db, builds) for mode in MODES}
     return {"prefer": prefer, "root": root, "db": db, **results}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from tests.conftest import isolated_env, run_compile_model
+from tests.conftest import compile_model_command, isolated_env, run_compile_model
 
 WRITER = r"""
 import json, sys, time, warnings
@@ -67,17 +67,18 @@ def test_four_writer_processes_lose_no_rows(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # > 20 s on 2 cores
-def test_four_compiling_processes_share_one_db(tmp_path: Path) -> None:
-    """Four real max-autotune compiles at once, recording into the same new DB."""
+def test_four_compiling_processes_share_one_db(tmp_path: Path, shared_builds: Path) -> None:
+    """Four real max-autotune compiles at once, recording into the same new DB (sharing
+    only C++ builds of identical kernel sources: conftest ``isolated_env``)."""
     db = tmp_path / "tuning.db"
     shapes = ["32,48,24", "32,40,24", "32,56,24", "32,64,24"]  # 2 GEMMs each, 8 distinct
     procs = []
     for i, dims in enumerate(shapes):
-        env = isolated_env(tmp_path / f"p{i}")
-        procs.append(subprocess.Popen(
-            [sys.executable, "scripts/compile_model.py", "--mode", "max-autotune",
-             "--plugin", "--db", str(db), "--dims", dims, "--batch", "8"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        command, env = compile_model_command(
+            ["--mode", "max-autotune", "--plugin", "--db", str(db), "--dims", dims,
+             "--batch", "8"], isolated_env(tmp_path / f"p{i}", shared_builds))
+        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
@@ -90,5 +91,6 @@ def test_four_compiling_processes_share_one_db(tmp_path: Path) -> None:
     assert con.table("runs").count == 4
     # and a fifth process reuses all of them
     warm = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db),
-                              "--dims", shapes[2], "--batch", "8"], isolated_env(tmp_path / "w"))
+                              "--dims", shapes[2], "--batch", "8"],
+                             isolated_env(tmp_path / "w", shared_builds))
     assert warm["stats"]["hits"] == 2 and warm["autotune_runs"] == 0

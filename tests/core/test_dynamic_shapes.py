@@ -2,13 +2,16 @@
 
 A Llama-style decoder block (scripts/compile_model.py ``--model llama-block``: q/k/v/o
 projections, SDPA, SwiGLU MLP) with its batch and sequence dims marked dynamic is
-compiled with ``max-autotune`` in two fresh processes sharing one DB, each with its own
-Inductor cache. Each process then runs the compiled block at two more sizes, one of
-them with batch 1, which recompiles with the batch specialized (M = seq instead of
-M = batch*seq: other kernels, other problems). The second process must autotune nothing
-and serve every GEMM from the first one's records, with outputs equal to eager."""
+compiled with ``max-autotune`` in two fresh processes sharing one DB (no Inductor cache
+answers for either; they share only C++ builds: conftest ``isolated_env``). Each process
+then runs the compiled block at two more sizes, one of them with batch 1, which
+recompiles with the batch specialized (M = seq instead of M = batch*seq: other kernels,
+other problems). The second process must autotune nothing and serve every GEMM from the
+first one's records, with outputs equal to eager."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import sqlite_utils
@@ -22,11 +25,13 @@ BLOCK = ["--mode", "max-autotune", "--plugin", "--model", "llama-block", "--dyna
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def runs(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> dict:
     root = tmp_path_factory.mktemp("dynamic_block")
     db = root / "tuning.db"
-    cold = run_compile_model([*BLOCK, "--db", str(db)], isolated_env(root / "cold"))
-    warm = run_compile_model([*BLOCK, "--db", str(db)], isolated_env(root / "warm"))
+    cold = run_compile_model([*BLOCK, "--db", str(db)],
+                             isolated_env(root / "cold", shared_builds))
+    warm = run_compile_model([*BLOCK, "--db", str(db)],
+                             isolated_env(root / "warm", shared_builds))
     return {"db": db, "cold": cold, "warm": warm}
 
 

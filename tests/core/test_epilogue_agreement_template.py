@@ -5,6 +5,8 @@ epilogue_agreement.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.core import epilogue_agreement as checks
@@ -13,8 +15,8 @@ pytestmark = checks.MARKS
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return checks.run_modes("template", tmp_path_factory)
+def runs(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> dict:
+    return checks.run_modes("template", tmp_path_factory, shared_builds)
 
 
 test_same_kernels_counters_and_outputs = checks.test_same_kernels_counters_and_outputs

@@ -58,11 +58,11 @@ def _attrs(problem: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def cold(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> dict:
     root = tmp_path_factory.mktemp("suite_cold")
     db = root / "tuning.db"
     result = run_compile_model([*SUITE, "--db", str(db), "--out", str(root / "y.pt")],
-                               isolated_env(root, INDUCTOR_FLYDSL_BUCKETS="1"))
+                               isolated_env(root, shared_builds, INDUCTOR_FLYDSL_BUCKETS="1"))
     return {"root": root, "db": db, "stats": result["stats"], "y": torch.load(root / "y.pt")}
 
 
@@ -78,12 +78,13 @@ def merged(cold: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def warm(cold: dict, merged: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def warm(cold: dict, merged: dict, tmp_path_factory: pytest.TempPathFactory,
+         shared_builds: Path) -> dict:
     root = tmp_path_factory.mktemp("suite_warm")
     db = root / "merged_copy.db"  # the merged DB itself stays as the merge left it
     shutil.copy(merged["db"], db)
     result = run_compile_model([*SUITE, "--db", str(db), "--out", str(root / "y.pt")],
-                               isolated_env(root, INDUCTOR_FLYDSL_BUCKETS="1"))
+                               isolated_env(root, shared_builds, INDUCTOR_FLYDSL_BUCKETS="1"))
     return {"stats": result["stats"], "autotune_runs": result["autotune_runs"],
             "y": torch.load(root / "y.pt")}
 

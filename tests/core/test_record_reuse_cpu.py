@@ -1,6 +1,7 @@
-"""CPU end to end: a first process records every GEMM autotune, a second one (fresh
-Inductor cache, same DB) reuses the winners without benchmarking and gets the same
-outputs. Real torch.compile(mode="max-autotune") with freezing, real SQLite files."""
+"""CPU end to end: a first process records every GEMM autotune, a second one (same DB;
+no Inductor cache answers for it, only C++ builds are shared: conftest ``isolated_env``)
+reuses the winners without benchmarking and gets the same outputs. Real
+torch.compile(mode="max-autotune") with freezing, real SQLite files."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ def _sha(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def cold(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> dict:
     root = tmp_path_factory.mktemp("cold")
     db = root / "tuning.db"
     result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db),
-                                "--out", str(root / "y.pt"), *MODEL], isolated_env(root))
+                                "--out", str(root / "y.pt"), *MODEL],
+                               isolated_env(root, shared_builds))
     return {"root": root, "db": db, "result": result, "y": torch.load(root / "y.pt")}
 
 
@@ -54,9 +56,11 @@ def test_cold_compile_records_every_candidate(cold: dict) -> None:
     assert len(runs) == 1 and runs[0]["tool"] == "torch.compile" and runs[0]["host"]
 
 
-def test_warm_process_reuses_winners_without_benchmarking(cold: dict, tmp_path: Path) -> None:
+def test_warm_process_reuses_winners_without_benchmarking(cold: dict, tmp_path: Path,
+                                                          shared_builds: Path) -> None:
     warm = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(cold["db"]),
-                              "--out", str(tmp_path / "y.pt"), *MODEL], isolated_env(tmp_path))
+                              "--out", str(tmp_path / "y.pt"), *MODEL],
+                             isolated_env(tmp_path, shared_builds))
     stats = warm["stats"]
     assert stats["hits"] == 3 and stats["misses"] == 0 and stats["errors"] == 0
     assert stats["benchmarked"] == 0 and warm["autotune_runs"] == 0
@@ -69,7 +73,8 @@ def test_warm_process_reuses_winners_without_benchmarking(cold: dict, tmp_path: 
 
 
 @pytest.mark.slow  # > 20 s on 2 cores
-def test_readonly_mode_reuses_and_never_writes(cold: dict, tmp_path: Path) -> None:
+def test_readonly_mode_reuses_and_never_writes(cold: dict, tmp_path: Path,
+                                               shared_builds: Path) -> None:
     db_copy = tmp_path / "copy.db"
     shutil.copy(cold["db"], db_copy)
     before = _sha(db_copy)
@@ -78,7 +83,7 @@ def test_readonly_mode_reuses_and_never_writes(cold: dict, tmp_path: Path) -> No
         result = run_compile_model(
             ["--mode", "max-autotune", "--plugin", "--db", str(db_copy), "--db-mode",
              "readonly", "--dims", "64,128,96,48", "--batch", batch],
-            isolated_env(tmp_path / batch))
+            isolated_env(tmp_path / batch, shared_builds))
         assert result["stats"]["errors"] == 0
         if batch == "16":
             assert result["stats"]["hits"] == 3
@@ -87,7 +92,8 @@ def test_readonly_mode_reuses_and_never_writes(cold: dict, tmp_path: Path) -> No
     assert _sha(db_copy) == before
 
 
-def test_readonly_db_on_readonly_mount(cold: dict, tmp_path: Path) -> None:
+def test_readonly_db_on_readonly_mount(cold: dict, tmp_path: Path,
+                                       shared_builds: Path) -> None:
     ro_dir = tmp_path / "ro"
     ro_dir.mkdir()
     shutil.copy(cold["db"], ro_dir / "tuning.db")
@@ -100,7 +106,7 @@ def test_readonly_db_on_readonly_mount(cold: dict, tmp_path: Path) -> None:
     try:
         result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db",
                                     str(ro_dir / "tuning.db"), "--db-mode", "readonly",
-                                    *MODEL], isolated_env(tmp_path))
+                                    *MODEL], isolated_env(tmp_path, shared_builds))
         assert result["stats"]["hits"] == 3 and result["stats"]["errors"] == 0
         assert "TuningDBWarning" not in result["stderr"]
     finally:
@@ -120,7 +126,8 @@ def _cannot_write(directory: Path) -> bool:
 
 
 @pytest.mark.slow  # > 20 s on 2 cores
-def test_stale_record_falls_back_to_autotuning(cold: dict, tmp_path: Path) -> None:
+def test_stale_record_falls_back_to_autotuning(cold: dict, tmp_path: Path,
+                                               shared_builds: Path) -> None:
     """A record whose candidates are all gone (say, renamed by a new plugin version) serves
     nothing: that selection is benchmarked and recorded again, and the next compile is
     served in full."""
@@ -134,22 +141,24 @@ def test_stale_record_falls_back_to_autotuning(cold: dict, tmp_path: Path) -> No
     db.conn.commit()
     db.close()
     result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db_copy),
-                                *MODEL], isolated_env(tmp_path))
+                                *MODEL], isolated_env(tmp_path, shared_builds))
     stats = result["stats"]
     assert stats["stale"] == 1 and stats["hits"] == 2 and stats["benchmarked"] == 1
     again = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db_copy),
-                               *MODEL], isolated_env(tmp_path))["stats"]
+                               *MODEL], isolated_env(tmp_path, shared_builds))["stats"]
     assert again["stale"] == 0 and again["hits"] == 3 and again["benchmarked"] == 0
 
 
-def test_unseen_m_is_served_from_its_bucket(cold: dict, tmp_path: Path) -> None:
+def test_unseen_m_is_served_from_its_bucket(cold: dict, tmp_path: Path,
+                                            shared_builds: Path) -> None:
     """Batch 12 was never tuned; its bucket (M=16) was: with buckets turned on (opt-in),
     the bucket's winners are reused."""
     db_copy = tmp_path / "bucket.db"
     shutil.copy(cold["db"], db_copy)
     result = run_compile_model(["--mode", "max-autotune", "--plugin", "--db", str(db_copy),
                                 "--dims", "64,128,96,48", "--batch", "12"],
-                               isolated_env(tmp_path, INDUCTOR_FLYDSL_BUCKETS="1"))
+                               isolated_env(tmp_path, shared_builds,
+                                            INDUCTOR_FLYDSL_BUCKETS="1"))
     stats = result["stats"]
     assert stats["bucket_hits"] == 3 and stats["misses"] == 3 and stats["hits"] == 0
     assert stats["benchmarked"] == 0 and result["autotune_runs"] == 0
