@@ -35,6 +35,11 @@ class Stats:
     # a served compile whose scheduler ran another kernel or fusion for an epilogue than
     # the one recorded (should stay 0: served timings reproduce Inductor's decision)
     epilogue_changed: int = 0
+    # deferred epilogue-fusion decisions (GPU, ``MultiTemplateBuffer``) made from recorded
+    # timings: nothing compiled or benchmarked for them (``inductor/fusion_replay.py``)
+    fusions_replayed: int = 0
+    # such decisions Inductor benchmarked (no record yet), recorded for the next compile
+    fusions_benchmarked: int = 0
     # GEMM + epilogue regions the graph pass turned into a fused-epilogue selection
     epilogue_fusions: int = 0
     recorded: int = 0  # autotune selections written to the DB
@@ -74,6 +79,8 @@ class Stats:
                 "bucket_hits": self.bucket_hits, "prior_hits": self.prior_hits,
                 "misses": self.misses, "partial_hits": self.partial_hits,
                 "stale": self.stale, "epilogue_changed": self.epilogue_changed,
+                "fusions_replayed": self.fusions_replayed,
+                "fusions_benchmarked": self.fusions_benchmarked,
                 "epilogue_fusions": self.epilogue_fusions,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
                 "errors": self.errors, "refused": self.refused,

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..device import DeviceInfo
 from ..noise import Confidence
@@ -156,6 +157,20 @@ class LayeredTuningDB:
                 continue
             if selection is not None:
                 return selection
+        return None
+
+    def epilogue_decision(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
+                          epilogue_id: str) -> dict[str, Any] | None:
+        """The recorded epilogue decision for exactly this device and software, from the
+        user's DB first, then the shipped ones (``TuningDB.epilogue_decision``)."""
+        for db in self._readable():
+            try:
+                row = db.epilogue_decision(device, software, problem.id, epilogue_id)
+            except sqlite3.Error as exc:
+                warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
+                continue
+            if row is not None:
+                return row
         return None
 
     def lookup_routed(self, device: DeviceInfo, software: SoftwareInfo,

@@ -178,10 +178,14 @@ def describe_epilogue(row: dict[str, Any]) -> str:
     how = ("fused into the GEMM kernel" if row["fused"] else
            "separate epilogue kernel" if ops else "GEMM alone")
     times = []
-    for key, label in (("fused_ms", "fused"), ("unfused_ms", "GEMM-only winner")):
+    benchmark = row["epilogue"].get("kind") == "fusion_benchmark"  # inductor/fusion_replay.py
+    unfused = "GEMM-only winner + epilogue kernel" if benchmark else "GEMM-only winner"
+    for key, label in (("fused_ms", "fused"), ("unfused_ms", unfused)):
         if row.get(key) is not None:
             times.append(f"{label} {row[key]:.4g} ms")
     extra = f" [{', '.join(times)}]" if times else ""
+    if benchmark:
+        what = f"fusion benchmark of {what}"
     return (f"{row['arch']}: {what} -> {row['name'] or row['candidate_id']} "
             f"({row['backend']}), {how}{extra}; {row['decided_by']}")
 

@@ -391,6 +391,23 @@ class TuningDB:
                 pk=("device_id", "software_id", "problem_id", "epilogue_id"))
             return "changed" if current else "new"
 
+    def epilogue_decision(self, device: DeviceInfo, software: SoftwareInfo, problem_id: str,
+                          epilogue_id: str) -> dict[str, Any] | None:
+        """The recorded decision of ``problem_id`` with ``epilogue_id`` made on exactly this
+        device and software (``epilogue`` decoded from JSON), or None."""
+        if not self.has_epilogues:
+            return None
+        with self._lock:
+            rows = list(self.db.query(
+                "select * from epilogue_decisions where device_id = ? and software_id = ?"
+                " and problem_id = ? and epilogue_id = ?",
+                [device.id, software.id, problem_id, epilogue_id]))
+        if not rows:
+            return None
+        row = rows[0]
+        row["epilogue"] = _decode_json(row["epilogue"])
+        return row
+
     def epilogue_decisions(self, problem_id: str) -> list[dict[str, Any]]:
         """Every recorded epilogue decision of ``problem_id`` (any device, software), with
         the device and software it was made on; [] for a file older than schema v4."""

@@ -80,6 +80,18 @@ def note_selection(node: Any, chosen: Any | None, problem: Problem, device: Any,
         notes[name] = NotedSelection(problem, device, chosen, served)
 
 
+def noted(buffer_name: str) -> NotedSelection | None:
+    """The selection noted for ``buffer_name`` in the graph being lowered, if any."""
+    graph = _graph()
+    if graph is None:
+        return None
+    with _notes_lock:
+        try:
+            return _notes.get(graph, {}).get(buffer_name)
+        except TypeError:
+            return None
+
+
 def _origins(snode: Any) -> set[Any]:
     """The FX nodes (``call_function``) a scheduler node was lowered from."""
     node = getattr(snode, "node", None)
@@ -87,7 +99,7 @@ def _origins(snode: Any) -> set[Any]:
             if getattr(o, "op", None) == "call_function"}
 
 
-def _op_name(origin: Any) -> str:
+def op_name(origin: Any) -> str:
     """An FX node's ATen op, short (``relu``, ``add``)."""
     text = getattr(origin.target, "__name__", None) or str(origin.target)
     parts = str(text).split(".")
@@ -196,7 +208,7 @@ def epilogue_steps(nodes: Sequence[Any], gemm: set[Any]) -> list[dict[str, Any]]
     steps = []
     for node in nodes:
         val = node.meta.get("val")
-        steps.append({"op": _op_name(node), "args": [operand(a) for a in node.args],
+        steps.append({"op": op_name(node), "args": [operand(a) for a in node.args],
                       "kwargs": {k: operand(v) for k, v in sorted(node.kwargs.items())},
                       "dtype": dtype_name(getattr(val, "dtype", "?"))})
     return steps
@@ -222,10 +234,10 @@ def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDe
     """The decision for one noted GEMM node inside its (possibly fused) scheduler node."""
     consumers = _consumers(snode, group)
     nodes, fused_set, gemm = epilogue_nodes(snode, group, consumers)
-    fused_ops = [_op_name(n) for n in nodes if n in fused_set]
-    separate_ops = [_op_name(n) for n in nodes if n not in fused_set]
+    fused_ops = [op_name(n) for n in nodes if n in fused_set]
+    separate_ops = [op_name(n) for n in nodes if n not in fused_set]
     steps = epilogue_steps(nodes, gemm)
-    epilogue = {"ops": [_op_name(n) for n in nodes], "fused": fused_ops,
+    epilogue = {"ops": [op_name(n) for n in nodes], "fused": fused_ops,
                 "separate": separate_ops, "steps": steps}
     epilogue_id = stable_id({"steps": steps})
     fused = bool(fused_ops)  # the epilogue's ops run in the GEMM kernel (not a bias)

@@ -24,7 +24,10 @@ functions:
   the time Inductor selected with and the time the benchmark returned; the winner is the
   choice Inductor then made (``PluginSelector.__call__`` sees it), or, when Inductor
   deferred the choice to epilogue-fusion benchmarking, the GEMM-only winner, with what the
-  scheduler finally ran recorded by ``epilogues.py``.
+  scheduler finally ran recorded by ``epilogues.py``;
+- on a GPU, the scheduler's deferred epilogue-fusion decision (``speedup_by_fusion``):
+  benchmarked by Inductor and recorded once, then replayed from the recorded timings
+  (``fusion_replay.py``).
 
 The parts, one job each: ``selector`` (the selector subclass), ``lookup`` (the
 preprocessing function: plugin candidates, the DB lookup), ``recording`` (the feedback
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import epilogue_fusion, epilogues, internals, plugin_state
+from . import epilogue_fusion, epilogues, fusion_replay, internals, plugin_state
 from .lookup import preprocess_choices
 from .plugin_state import PluginState, report_error
 from .recording import record_epilogue, save_feedback
@@ -81,6 +84,7 @@ def install(state: PluginState) -> None:
         internals.add_feedback_saver(save_feedback)
     epilogues.set_sink(record_epilogue, report_error)
     epilogues.install_observer()
+    fusion_replay.install()
     epilogue_fusion.install_pass(_fusion_gate, report_error,
                                  lambda n: state.stats.bump("epilogue_fusions", n))
     plugin_state.activate(state)
@@ -91,6 +95,7 @@ def uninstall() -> PluginState | None:
     previous = plugin_state.activate(None)
     epilogues.set_sink(None)
     epilogues.uninstall_observer()
+    fusion_replay.uninstall()
     epilogue_fusion.uninstall_pass()
     cache = internals.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:

@@ -91,7 +91,20 @@ INTERNALS: tuple[Internal, ...] = (
              members=("set_choices_handler", "graph")),
     # -- IR and scheduler
     Internal("MultiTemplateBuffer", "torch._inductor.ir", "MultiTemplateBuffer",
-             "a selection deferred to epilogue-fusion benchmarking (epilogues.py)"),
+             "a selection deferred to epilogue-fusion benchmarking (epilogues.py); "
+             "finalized to a recorded fused template (fusion_replay.py)",
+             members=("choices", "choice_timings", "finalize_as_triton_caller(caller)",
+                      "swap_as_triton_caller(caller)")),
+    Internal("Scheduler", "torch._inductor.scheduler", "Scheduler",
+             "speedup_by_fusion wrapped: a deferred GEMM's epilogue-fusion decision "
+             "replayed from recorded timings, or Inductor's benchmark of it captured "
+             "(fusion_replay.py)",
+             members=("speedup_by_fusion(node1, node2)", "benchmark_fused_nodes(nodes)",
+                      "benchmark_codegened_module(module, device)", "_any_atomic_add",
+                      "_has_layout_conflict_for_template")),
+    Internal("FusionResult", "torch._inductor.scheduler", "FusionResult",
+             "what speedup_by_fusion returns (a decision, or a benchmark to run later)",
+             members=("fuse(should_fuse)", "from_callable(callable_fn, future)")),
     Internal("FixedLayout", "torch._inductor.ir", "FixedLayout",
              "the GEMM's own layout inside a fused-epilogue selection",
              params=("device", "dtype", "size")),
@@ -157,6 +170,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "max_autotune", "max_autotune_gemm", "max_autotune_gemm_backends",
     "max_autotune_gemm_search_space", "autotune_in_subproc", "cpp_wrapper",
     "aot_inductor.output_path", "benchmark_fusion", "benchmark_epilogue_fusion",
+    "multi_kernel_hints",
     "inductor_choices_class", "post_grad_custom_post_pass", "_post_fusion_custom_pass",
     "freezing", "fx_graph_cache", "autotune_local_cache", "autotune_remote_cache",
     "cpp.simdlen", "cpp_cache_precompile_headers",
@@ -270,6 +284,22 @@ CALL_SHAPES: tuple[tuple[str, str, str], ...] = (
     ("do_autotuning", "self.feedback_saver_fns",
      "the feedback saver would not run after benchmarking: nothing would be recorded"),
 )
+# The scheduler's deferred epilogue-fusion decision (``fusion_replay.py``), read in the
+# same way: (method of Scheduler, what its source must hold, what breaks otherwise).
+SCHEDULER_CALL_SHAPES: tuple[tuple[str, str, str], ...] = (
+    ("speedup_by_fusion", "self.benchmark_fused_nodes(",
+     "the epilogue kernel's time would not be captured: no fusion decision recorded"),
+    ("speedup_by_fusion", "self.benchmark_codegened_module(",
+     "the fused templates' times would not be captured: no fusion decision recorded"),
+    ("speedup_by_fusion", "swap_as_triton_caller(",
+     "a fused time could not be told to its template"),
+    ("speedup_by_fusion", "finalize_as_triton_caller(",
+     "a replayed fusion would finalize the buffer differently from Inductor"),
+    ("speedup_by_fusion", "ms1 + ms2",
+     "Inductor's fusion rule changed: replaying it from recorded timings would differ"),
+    ("_try_fusion_pairs", "self.speedup_by_fusion(",
+     "fusion decisions would bypass the wrapped speedup_by_fusion: not replayed"),
+)
 # The feedback saver's call: the arguments Inductor passes, in order (its
 # ``FeedbackFunction`` alias); ``hooks.save_feedback`` takes these and accepts more.
 FEEDBACK_ARGUMENTS = 6
@@ -297,6 +327,15 @@ def _check_call_shapes() -> list[str]:
         elif call not in source:
             found.append(f"AlgorithmSelectorCache.{method} no longer calls "
                          f"{call.rstrip('(')}: {breaks}")
+    try:
+        scheduler = resolve(_BY_NAME["Scheduler"])
+    except (ImportError, AttributeError) as exc:
+        return [*found, f"torch._inductor.scheduler.Scheduler is gone ({exc})"]
+    for method, call, breaks in SCHEDULER_CALL_SHAPES:
+        source = _method_source(scheduler, method)
+        if source is None or call not in source:
+            found.append(f"Scheduler.{method} " + ("source unreadable" if source is None
+                         else f"no longer holds {call.rstrip('(')}") + f": {breaks}")
     alias = getattr(module, "FeedbackFunction", None)
     arguments = typing.get_args(alias)[0] if typing.get_args(alias) else None
     if not isinstance(arguments, list) or len(arguments) != FEEDBACK_ARGUMENTS:

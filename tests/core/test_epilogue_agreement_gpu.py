@@ -2,8 +2,11 @@
 choice (``benchmark_epilogue_fusion``: a ``MultiTemplateBuffer`` the scheduler settles by
 benchmarking the best template with its epilogue fused against the GEMM-only winner plus
 a separate epilogue kernel). Plugin off, on with a fresh DB and on with it warm must run
-the same kernels; the warm compile serves every GEMM-only time (no GEMM benchmarking,
-the scheduler's fused benchmark still runs) and the record holds the deferred decision.
+the same kernels; the warm compile serves every GEMM-only time (no GEMM benchmarking)
+and replays every fusion decision the fresh compile benchmarked from its record
+(``fusion_replay.py``: nothing compiled or benchmarked for it), and the record holds the
+deferred decision. The CPU version of the replay (Inductor's scheduler code through
+Triton's interpreter, with recorded decisions both ways) is test_fusion_replay_cpu.py.
 
 Marked for CUDA and ROCm; skipped on a machine without either. Never run here so far
 (no GPU in this project's CI); the CPU version of every check is
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from inductor_flydsl.inductor.fusion_replay import KIND
 from tests.conftest import isolated_env
 
 CHILD = Path(__file__).with_name("epilogue_cases.py")
@@ -55,7 +59,14 @@ def _check(tmp_path: Path) -> None:
     assert fresh["errors"] == 0 and warm["errors"] == 0
     assert warm["misses"] == 0 and warm["benchmarked"] == 0
     assert warm["epilogue_changed"] == 0
-    rows = list(sqlite_utils.Database(db).query("select * from epilogue_decisions"))
+    # every fusion the fresh compile benchmarked is replayed warm, none benchmarked again
+    assert fresh["fusions_benchmarked"] > 0, fresh
+    assert warm["fusions_benchmarked"] == 0 and warm["fusions_replayed"] > 0, warm
+    all_rows = list(sqlite_utils.Database(db).query("select * from epilogue_decisions"))
+    benchmarks = [r for r in all_rows if json.loads(r["epilogue"]).get("kind") == KIND]
+    assert benchmarks and all(json.loads(r["epilogue"])["epilogue_ms"] is not None
+                              for r in benchmarks), benchmarks
+    rows = [r for r in all_rows if r not in benchmarks]  # the observer's
     assert rows and all(r["decided_by"].startswith("benchmark_epilogue_fusion")
                         for r in rows), rows
     assert any(r["fused"] == 1 and r["fused_ms"] is not None for r in rows)

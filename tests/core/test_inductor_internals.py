@@ -111,6 +111,29 @@ def test_a_changed_call_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
     assert "FeedbackFunction changed" in found and "expected 6 arguments" in found
 
 
+def test_the_scheduler_fusion_decision_is_read_from_its_source(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replayed fusion decision (fusion_replay.py) relies on what speedup_by_fusion
+    calls and on its rule; a release that changes either is reported by name, also while
+    the plugin's wrapper is installed (its source is Inductor's, read through it)."""
+    from inductor_flydsl.inductor import fusion_replay
+
+    was_installed = fusion_replay.installed()
+    fusion_replay.install()
+    try:
+        assert not [p for p in internals.problems() if "Scheduler" in p]
+        monkeypatch.setattr(internals, "SCHEDULER_CALL_SHAPES", (
+            ("speedup_by_fusion", "ms_fused < ms1 * 0.5", "the rule would differ"),
+            ("_try_fusion_pairs", "self.speedup_by_fusion(", "unused: still holds")))
+        found = "\n".join(internals.problems())
+        assert ("Scheduler.speedup_by_fusion no longer holds ms_fused < ms1 * 0.5: "
+                "the rule would differ") in found
+        assert "unused: still holds" not in found
+    finally:
+        if not was_installed:
+            fusion_replay.uninstall()
+
+
 def test_feedback_saver_accepts_more_arguments_than_today() -> None:
     from inductor_flydsl.inductor import hooks
 

@@ -1,0 +1,141 @@
+"""Child process of test_fusion_replay_cpu.py: Inductor's deferred epilogue-fusion
+decision (``Scheduler.speedup_by_fusion`` on a ``MultiTemplateBuffer``) replayed from a
+recorded fusion benchmark, on this CPU through Triton's interpreter
+(``triton_interpreter.py``).
+
+1. ``relu(a @ b) * 2`` compiled with max-autotune and ``benchmark_epilogue_fusion`` off:
+   the GEMM's candidates (ATen, Triton templates run by the interpreter) are benchmarked
+   and recorded, and the epilogue observer records the epilogue's exact identity.
+2. A fusion benchmark for that GEMM and epilogue is written to the DB as the plugin
+   records one (``fusion_replay.decision_of``), with the fused template's time chosen by
+   the test (``--fused-ms``) and the epilogue kernel's (``--epilogue-ms``).
+3. The same function compiled again in a fresh Inductor cache with
+   ``benchmark_epilogue_fusion`` on (Inductor's default): the GEMM's timings are served,
+   the selection deferred, and the scheduler's fusion decision must come from the record:
+   Inductor's fusion benchmark methods are counted (they call through), and must not run.
+
+Prints ``RESULT <json>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import sqlite_utils
+import torch
+import torch._inductor.config as inductor_config
+from torch._inductor import scheduler as inductor_scheduler
+from torch._inductor.utils import fresh_cache, run_and_get_code
+
+import inductor_flydsl
+from inductor_flydsl.db.store import TuningDB
+from inductor_flydsl.device import describe_device
+from inductor_flydsl.inductor import fusion_replay
+from inductor_flydsl.problem import Problem
+from inductor_flydsl.software import current_software
+
+# the stand-in Triton driver for the interpreter (a sibling file; this runs as a script)
+sys.path.insert(0, str(Path(__file__).parent))
+importlib.import_module("triton_interpreter")
+
+
+def model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(a @ b) * 2
+
+
+CALLS = {"compile_kernel": 0, "benchmark_fused_nodes": 0, "benchmark_codegened_module": 0}
+
+
+def _count(name: str) -> None:
+    inner = getattr(inductor_scheduler.Scheduler, name)
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        CALLS[name] += 1
+        return inner(self, *args, **kwargs)
+
+    setattr(inductor_scheduler.Scheduler, name, counted)
+
+
+def _compile(a: torch.Tensor, b: torch.Tensor, *, benchmark_epilogue: bool):
+    torch._dynamo.reset()
+    with fresh_cache(), inductor_config.patch(
+            cpu_backend="triton", max_autotune=True,
+            max_autotune_gemm_backends="TRITON,ATEN",
+            benchmark_epilogue_fusion=benchmark_epilogue):
+        out, code = run_and_get_code(torch.compile(model), a, b)
+    return out, "\n".join(code)
+
+
+def _kernels(code: str) -> list[str]:
+    return [line.strip() for line in code.splitlines()
+            if "extern_kernels.mm(" in line or (".run(" in line and "triton_" in line)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--fused-ms", type=float, required=True)
+    parser.add_argument("--epilogue-ms", type=float, required=True)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    result: dict = {}
+    with inductor_flydsl.enabled(db_path=args.db, mode="readwrite"):
+        _, code = _compile(a, b, benchmark_epilogue=False)
+        result["cold"] = {"stats": dict(inductor_flydsl.stats().as_dict()),
+                          "kernels": _kernels(code)}
+
+        db = sqlite_utils.Database(args.db)
+        (problem_row,) = db.query("select id, spec from problems")
+        (observed,) = db.query("select epilogue from epilogue_decisions")
+        steps = json.loads(observed["epilogue"])["steps"]
+        triton = [r for r in db.query(
+            "select candidate_id, time_ms from results where backend = 'triton' and"
+            " status = 'ok' order by time_ms")]
+        (winner,) = db.query("select candidate_id, time_ms from results where status = 'ok'"
+                             " order by time_ms limit 1")
+        gemm_ms = winner["time_ms"]
+        fused_id = triton[0]["candidate_id"]
+
+        # the record Inductor's benchmark would have left (fusion_replay.decision_of)
+        problem = Problem.from_spec(json.loads(problem_row["spec"]))
+        assert problem.id == problem_row["id"]
+        ops = [s["op"] for s in steps]
+        fused = args.fused_ms < gemm_ms + args.epilogue_ms
+        decision = fusion_replay.EpilogueDecision(
+            problem_id=problem.id, epilogue_id=fusion_replay.attempt_id(steps),
+            epilogue={"kind": fusion_replay.KIND, "ops": ops, "fused": ops if fused else [],
+                      "separate": [] if fused else ops, "steps": steps,
+                      "fused_ms": {fused_id: args.fused_ms}, "epilogue_ms": args.epilogue_ms,
+                      "gemm_ms": gemm_ms},
+            candidate_id=fused_id if fused else winner["candidate_id"],
+            backend="triton" if fused else "aten", name="", fused=fused,
+            gemm_winner_id=winner["candidate_id"], gemm_ms=gemm_ms, fused_ms=args.fused_ms,
+            unfused_ms=gemm_ms + args.epilogue_ms, decided_by="written by the test")
+        store = TuningDB.open(args.db, writable=True, tool="test")
+        store.record_epilogue_decision(describe_device("cpu"),
+                                       current_software(), problem, decision)
+        store.close()
+        result["recorded"] = {"fused": fused, "gemm_ms": gemm_ms, "fused_id": fused_id}
+
+        before = inductor_flydsl.stats().as_dict()
+        for name in CALLS:
+            _count(name)
+        out, code = _compile(a, b, benchmark_epilogue=True)
+        after = inductor_flydsl.stats().as_dict()
+        result["warm"] = {
+            "calls": dict(CALLS), "kernels": _kernels(code),
+            "counters": {k: after[k] - before[k] for k in (
+                "hits", "misses", "partial_hits", "benchmarked", "recorded",
+                "fusions_replayed", "fusions_benchmarked", "errors", "epilogue_changed")},
+            "max_abs_err": float((out - model(a, b)).abs().max())}
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
