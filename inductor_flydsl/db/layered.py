@@ -12,8 +12,9 @@ import logging
 import sqlite3
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..device import DeviceInfo
 from ..noise import Confidence
@@ -31,6 +32,7 @@ from .store import (
     is_disk_full,
 )
 
+T = TypeVar("T")
 log = logging.getLogger("inductor_flydsl")
 # A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
 # it; after this the write is dropped with one warning and the compile goes on.
@@ -149,28 +151,26 @@ class LayeredTuningDB:
                         problem: Problem) -> RecordedSelection | None:
         """The exact recorded selection (every result still holds for ``software``) with
         every candidate's result, from the user's DB first, then the shipped ones."""
-        for db in self._readable():
-            try:
-                selection = db.exact_selection(device, software, problem.id)
-            except sqlite3.Error as exc:
-                warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
-                continue
-            if selection is not None:
-                return selection
-        return None
+        return self._first_layer(lambda db: db.exact_selection(device, software, problem.id))
 
     def epilogue_decision(self, device: DeviceInfo, software: SoftwareInfo, problem: Problem,
                           epilogue_id: str) -> dict[str, Any] | None:
         """The recorded epilogue decision for exactly this device and software, from the
         user's DB first, then the shipped ones (``TuningDB.epilogue_decision``)."""
+        return self._first_layer(
+            lambda db: db.epilogue_decision(device, software, problem.id, epilogue_id))
+
+    def _first_layer(self, read: Callable[[TuningDB], T | None]) -> T | None:
+        """What ``read`` finds in the first readable layer that has it (a layer that
+        cannot be read is warned about once and skipped)."""
         for db in self._readable():
             try:
-                row = db.epilogue_decision(device, software, problem.id, epilogue_id)
+                found = read(db)
             except sqlite3.Error as exc:
                 warn_once(f"read:{db.path}", f"inductor_flydsl: cannot read {db.path}: {exc}")
                 continue
-            if row is not None:
-                return row
+            if found is not None:
+                return found
         return None
 
     def lookup_routed(self, device: DeviceInfo, software: SoftwareInfo,
