@@ -263,9 +263,9 @@ def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
     capture = _Capture(attempt.multi)
     with _capturing(capture):
         result = original(self, node1, node2)
-    if result.callable_fn is None:  # decided at once: nothing benchmarked for fusion
+    decide = getattr(result, "callable_fn", None)
+    if not callable(decide):  # decided at once: nothing benchmarked for fusion
         return result
-    decide = result.callable_fn
 
     def benchmark_and_record() -> bool:
         with _capturing(capture):
@@ -273,14 +273,24 @@ def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
         _record(attempt, capture, bool(fused))
         return fused
 
-    return internals.FusionResult.from_callable(benchmark_and_record, result.future)
+    try:
+        return internals.FusionResult.from_callable(benchmark_and_record,
+                                                    getattr(result, "future", None))
+    except Exception as exc:
+        plugin_state.report_error("recording an epilogue-fusion benchmark", exc)
+        return result
+
+
+def _milliseconds(result: Any) -> float | None:
+    """The time in a benchmark's ``(ms, path)`` result (None if it is not one)."""
+    return _finite(result[0]) if isinstance(result, tuple) and result else None
 
 
 def benchmark_fused_nodes(self: Any, nodes: Any, *args: Any, **kwargs: Any) -> Any:
     result = _original("benchmark_fused_nodes")(self, nodes, *args, **kwargs)
     capture = _capture.get()
     if capture is not None and capture.caller is None:  # the epilogue kernel alone
-        capture.epilogue_ms = _finite(result[0])
+        capture.epilogue_ms = _milliseconds(result)
     return result
 
 
@@ -288,7 +298,7 @@ def benchmark_codegened_module(self: Any, module: Any, *args: Any, **kwargs: Any
     result = _original("benchmark_codegened_module")(self, module, *args, **kwargs)
     capture = _capture.get()
     if capture is not None and capture.caller is not None:  # a fused template
-        ms = _finite(result[0])
+        ms = _milliseconds(result)
         if ms is not None:
             capture.fused[capture.caller] = ms
     return result
