@@ -381,10 +381,16 @@ class TuningDB:
             keys = {"device_id": device.id, "software_id": software.id,
                     "problem_id": decision.problem_id, "epilogue_id": decision.epilogue_id}
             current = list(self.db.query(
-                "select candidate_id, fused from epilogue_decisions where device_id = ? and"
-                " software_id = ? and problem_id = ? and epilogue_id = ?", list(keys.values())))
+                "select candidate_id, fused, epilogue from epilogue_decisions where"
+                " device_id = ? and software_id = ? and problem_id = ? and epilogue_id = ?",
+                list(keys.values())))
+            # a fusion benchmark (inductor/fusion_replay.py) is replayed from its timings:
+            # new timings replace the row even when the outcome is the same
+            timings_matter = decision.epilogue.get("kind") == "fusion_benchmark"
             if current and (current[0]["candidate_id"], bool(current[0]["fused"])) == (
-                    decision.candidate_id, decision.fused):
+                    decision.candidate_id, decision.fused) and (
+                    not timings_matter
+                    or current[0]["epilogue"] == canonical_json(decision.epilogue)):
                 return "same"
             self.db.table("epilogue_decisions").upsert(
                 {**keys, **decision.as_row(), "run_id": run_id, "recorded_at": now},

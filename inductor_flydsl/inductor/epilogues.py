@@ -92,7 +92,7 @@ def noted(buffer_name: str) -> NotedSelection | None:
             return None
 
 
-def _origins(snode: Any) -> set[Any]:
+def origins(snode: Any) -> set[Any]:
     """The FX nodes (``call_function``) a scheduler node was lowered from."""
     node = getattr(snode, "node", None)
     return {o for o in getattr(node, "origins", None) or ()
@@ -151,12 +151,12 @@ def epilogue_nodes(snode: Any, group: Sequence[Any],
     roots of its origins). The epilogue is every origin of the fused nodes and of the
     consumers that uses the GEMM's result, directly or through other epilogue nodes (a
     template's origins include its fused epilogue's ops: they count as fused)."""
-    own = _origins(snode)
+    own = origins(snode)
     roots = _gemm_nodes(snode, own)
-    fused_origins = own.union(*(_origins(n) for n in group if n is not snode)) - roots
+    fused_origins = own.union(*(origins(n) for n in group if n is not snode)) - roots
     # a template or extern kernel reading the GEMM's result (the next GEMM) is no epilogue
     pointwise = [n for n in consumers if not _call(n, "is_template") and not _call(n, "is_extern")]
-    candidates = fused_origins.union(*(_origins(n) for n in pointwise)) - roots
+    candidates = fused_origins.union(*(origins(n) for n in pointwise)) - roots
     found: set[Any] = set()
     frontier = list(roots)
     while frontier:

@@ -10,24 +10,29 @@ that step, so a warm compile still compiled and benchmarked there (issue 33, poi
 This module wraps that one scheduler method (no extension point offers the decision; the
 class attribute is swapped while the plugin is on, like the selector's class):
 
-- **Record.** With no record of the attempt, Inductor's own method runs unchanged; the
-  timings it measures are captured (the epilogue kernel alone from
-  ``benchmark_fused_nodes``, each fused template from ``benchmark_codegened_module`` under
-  ``swap_as_triton_caller``) and recorded with its outcome, in ``epilogue_decisions``
-  under the attempt's own id (``kind: fusion_benchmark``): the GEMM's problem and the
-  exact identity of the epilogue being fused (``epilogues.epilogue_steps``).
+- **Record.** With no record of the attempt, Inductor's own method runs unchanged; what
+  it did and measured is captured (the templates it compiled fused, each one's time from
+  ``benchmark_codegened_module`` under ``swap_as_triton_caller``, the epilogue kernel's
+  from ``benchmark_fused_nodes``, whether it decided at once or in its pending-fusion
+  round) and recorded with its outcome, in ``epilogue_decisions`` under the attempt's
+  own id (``kind: fusion_benchmark``): the GEMM's problem and the attempt's identity (the
+  exact epilogue, ``epilogues.epilogue_steps``; the nodes on each side; the offered
+  nodes' results read outside the kernel).
 - **Replay.** With a record of the same attempt on the same device and software (values
-  validated first), Inductor's rule is applied to the recorded timings: the fastest
-  recorded fused template against the GEMM-only winner's time (Inductor's own, served)
-  plus the recorded epilogue time. Fusing finalizes the buffer to that template (and sets
-  its timings to the fused ones, as Inductor does); nothing is compiled or benchmarked
-  for the decision. A recorded template that is no longer a choice, a value that fails
-  validation, or any error: Inductor's own method decides (and its result is recorded).
+  checked first), Inductor's rule is applied to the recorded times: the templates it
+  would compile now (``templates_to_benchmark``) must be the recorded ones; the fastest
+  recorded fused template fuses if it beats the GEMM-only winner's time (Inductor's own,
+  served) plus the recorded epilogue time. The decision is handed back as Inductor did
+  (at once, or as a callable for its pending-fusion round); fusing finalizes the buffer
+  to that template and sets its timings to the fused ones, as Inductor does; nothing is
+  compiled or benchmarked for it. Other templates now, a value that fails the check, or
+  any error: Inductor's own method decides (and its result replaces the record).
 
 Only the benchmarking path is replayed: prologue fusion, atomic-add epilogues,
-``multi_kernel_hints`` and ``benchmark_epilogue_fusion = False`` (pipelined autotuning,
-decided from register counts) stay Inductor's own, as does the layout-conflict check,
-which compiles nothing.
+``multi_kernel_hints``, ``benchmark_epilogue_fusion = False`` (pipelined autotuning,
+decided from register counts), a sibling fused alongside the epilogue and GEMMs with
+NVGEMM choices stay Inductor's own, as does the layout-conflict check, which compiles
+nothing.
 """
 
 from __future__ import annotations
@@ -55,16 +60,18 @@ class FusionAttempt:
     multi: Any  # the MultiTemplateBuffer
     note: epilogues.NotedSelection
     ops: list[str]
-    steps: list[dict[str, Any]]
+    # the exact epilogue (``epilogues.epilogue_steps``) and what else changes the fused
+    # kernel (the fused nodes on each side, the offered nodes' results stored outside)
+    identity: dict[str, Any]
 
     @property
     def epilogue_id(self) -> str:
-        return attempt_id(self.steps)
+        return attempt_id(self.identity)
 
 
-def attempt_id(steps: list[dict[str, Any]]) -> str:
+def attempt_id(identity: dict[str, Any]) -> str:
     """The id a fusion attempt is recorded under (apart from the observer's rows)."""
-    return stable_id({KIND: steps})
+    return stable_id({KIND: identity})
 
 
 def find_attempt(node1: Any, node2: Any) -> FusionAttempt | None:
@@ -84,12 +91,35 @@ def find_attempt(node1: Any, node2: Any) -> FusionAttempt | None:
     snode = next((n for n in node1.get_nodes() if getattr(n, "node", None) is multi), None)
     if snode is None:
         return None
-    group = [*node1.get_nodes(), *node2.get_nodes()]
-    nodes, _fused, gemm = epilogues.epilogue_nodes(snode, group, [])
-    if not nodes:
+    if any(_fused_by_other_means(c) for c in multi.choices):
         return None
-    steps = epilogues.epilogue_steps(nodes, gemm)
-    return FusionAttempt(multi, note, [epilogues.op_name(n) for n in nodes], steps)
+    offered = list(node2.get_nodes())
+    group = [*node1.get_nodes(), *offered]
+    nodes, _fused, gemm = epilogues.epilogue_nodes(snode, group, [])
+    if not nodes or any(not epilogues.origins(n) & set(nodes) for n in offered):
+        return None  # nothing of the GEMM's epilogue, or a sibling fused alongside
+    identity = {"steps": epilogues.epilogue_steps(nodes, gemm),
+                # what else changes the fused kernel: how many nodes each side holds, and
+                # which of the offered nodes' results are read outside the fused kernel
+                "nodes": [len(group) - len(offered), len(offered)],
+                "stored": [_stored_outside(n, group) for n in offered]}
+    return FusionAttempt(multi, note, [epilogues.op_name(n) for n in nodes], identity)
+
+
+def _fused_by_other_means(choice: Any) -> bool:
+    """A choice Inductor fuses without a Triton template (torch 2.14's NVGEMM, swapped in
+    by ``swap_as_nvgemm_caller``): its fused time would not be captured."""
+    return "NVUniversalGemm" in type(choice).__name__
+
+
+def _stored_outside(snode: Any, group: list[Any]) -> int:
+    """How many of a node's results are read outside ``group`` (or are graph outputs)."""
+    inside = {id(n) for n in group}
+    count = 0
+    for buf in snode.get_outputs():
+        if any(id(getattr(user, "node", None)) not in inside for user in buf.users):
+            count += 1
+    return count
 
 
 # ---- replay ---------------------------------------------------------------------------------
@@ -100,51 +130,103 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def recorded_timings(row: dict[str, Any]) -> tuple[dict[str, float], float] | None:
-    """The fused timings by candidate id and the epilogue's time from a recorded row, or
-    None when the row is not a valid fusion record (never trusted unchecked)."""
+@dataclass(frozen=True)
+class RecordedBenchmark:
+    """A recorded fusion benchmark, checked: the templates Inductor compiled fused (in
+    its order), the times of those that compiled, the epilogue kernel's time, and whether
+    Inductor deferred the decision to its pending-fusion round."""
+
+    attempted: tuple[str, ...]
+    fused_ms: dict[str, float]
+    epilogue_ms: float
+    pending: bool
+
+
+def recorded_benchmark(row: dict[str, Any]) -> RecordedBenchmark | None:
+    """The checked contents of a recorded row, or None when it is not a valid fusion
+    record (a DB's values are never trusted unchecked)."""
     epilogue = row.get("epilogue")
     if not isinstance(epilogue, dict) or epilogue.get("kind") != KIND:
         return None
     fused = epilogue.get("fused_ms")
+    attempted = epilogue.get("attempted")
+    pending = epilogue.get("pending")
     epilogue_ms = _finite(epilogue.get("epilogue_ms"))
-    if not isinstance(fused, dict) or epilogue_ms is None:
+    if not isinstance(fused, dict) or not isinstance(attempted, list) or \
+            not isinstance(pending, bool) or epilogue_ms is None:
+        return None
+    if not all(isinstance(cid, str) for cid in attempted) or len(set(attempted)) != len(attempted):
         return None
     timings: dict[str, float] = {}
     for key, value in fused.items():
         ms = _finite(value)
-        if not isinstance(key, str) or ms is None:
+        if not isinstance(key, str) or key not in attempted or ms is None:
             return None
         timings[key] = ms
-    return timings, epilogue_ms
+    return RecordedBenchmark(tuple(attempted), timings, epilogue_ms, pending)
 
 
-def replay(attempt: FusionAttempt, row: dict[str, Any]) -> bool | None:
-    """Inductor's decision from the recorded timings (True: fuse, the buffer finalized to
-    the fastest fused template); None when the record cannot stand in for the benchmark."""
-    recorded = recorded_timings(row)
+def templates_to_benchmark(timings: dict[Any, float], epilogue_ms: float) -> list[Any]:
+    """The Triton templates Inductor compiles fused with the epilogue, given the GEMM-only
+    timings and the epilogue kernel's time: by GEMM-only time, stopping at the first
+    whose time is not below the GEMM-only winner's plus the epilogue's, at most
+    ``max_epilogue_benchmarked_choices`` (``speedup_by_fusion``, benchmark path)."""
+    if not timings:
+        return []
+    limit = min(timings.values()) + epilogue_ms
+    picked: list[Any] = []
+    for choice, ms in sorted(timings.items(), key=lambda item: item[1]):
+        if not isinstance(choice, internals.TritonTemplateCaller):
+            continue
+        if ms >= limit:
+            break
+        picked.append(choice)
+        if len(picked) >= internals.config.max_epilogue_benchmarked_choices:
+            break
+    return picked
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Inductor's decision from a record: fuse with ``template`` (None: not fused)."""
+
+    template: Any | None
+    fused_timings: dict[Any, float]
+    pending: bool  # Inductor decided in its pending-fusion round (a callable)
+
+    def apply(self, multi: Any) -> bool:
+        """What Inductor's decision does to the buffer; True: fuse."""
+        if self.template is None:
+            return False
+        multi.finalize_as_triton_caller(self.template)
+        choice_timings = getattr(multi, "_choice_timings", None)
+        if isinstance(choice_timings, dict):  # as Inductor leaves them after fusing
+            choice_timings[None] = dict(self.fused_timings)
+        return True
+
+
+def replay(attempt: FusionAttempt, row: dict[str, Any]) -> Replay | None:
+    """Inductor's decision from the recorded times, or None when the record cannot stand
+    in for the benchmark: invalid, or Inductor would now compile other templates than the
+    recorded ones (a template gone, other GEMM-only timings)."""
+    recorded = recorded_benchmark(row)
     if recorded is None:
         return None
-    fused_by_id, epilogue_ms = recorded
     multi = attempt.multi
-    by_id = {candidate_id(c): c for c in multi.choices}
-    if any(cid not in by_id for cid in fused_by_id):
-        return None  # a recorded template is no longer offered: benchmark again
-    fused = {by_id[cid]: ms for cid, ms in fused_by_id.items()}
     timings = multi.choice_timings()  # the GEMM-only timings (served: nothing benchmarked)
     if not timings:
         return None
+    now = templates_to_benchmark(timings, recorded.epilogue_ms)
+    if sorted(candidate_id(c) for c in now) != sorted(recorded.attempted):
+        return None
+    if not now:  # Inductor compiles nothing and does not fuse
+        return Replay(None, {}, pending=False)
+    by_id = {candidate_id(c): c for c in now}
+    fused = {by_id[cid]: ms for cid, ms in recorded.fused_ms.items()}
+    best = min(fused, key=fused.__getitem__) if fused else None
     gemm_ms = min(timings.values())
-    if not fused:
-        return False  # Inductor compiled no fused template: it did not fuse
-    best = min(fused, key=fused.__getitem__)
-    if not fused[best] < gemm_ms + epilogue_ms:
-        return False
-    multi.finalize_as_triton_caller(best)
-    choice_timings = getattr(multi, "_choice_timings", None)
-    if isinstance(choice_timings, dict):  # as Inductor leaves them after fusing
-        choice_timings[None] = fused
-    return True
+    fuse = best is not None and fused[best] < gemm_ms + recorded.epilogue_ms
+    return Replay(best if fuse else None, fused, pending=recorded.pending)
 
 
 # ---- record ---------------------------------------------------------------------------------
@@ -156,6 +238,8 @@ class _Capture:
     epilogue_ms: float | None = None
     fused: dict[Any, float] = field(default_factory=dict)
     caller: Any = None  # the template swapped in while the fused kernel is benchmarked
+    attempted: list[Any] = field(default_factory=list)  # templates swapped in, in order
+    pending: bool = False  # Inductor returned a callable (decided in its pending round)
 
 
 _capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar(
@@ -181,9 +265,10 @@ def decision_of(attempt: FusionAttempt, capture: _Capture, fused: bool) -> Epilo
     epilogue_ms = capture.epilogue_ms
     epilogue = {"kind": KIND, "ops": attempt.ops,
                 "fused": attempt.ops if fused else [], "separate": [] if fused else attempt.ops,
-                "steps": attempt.steps,
+                "steps": attempt.identity["steps"], "identity": attempt.identity,
+                "attempted": [candidate_id(c) for c in capture.attempted],
                 "fused_ms": {candidate_id(c): ms for c, ms in capture.fused.items()},
-                "epilogue_ms": epilogue_ms, "gemm_ms": gemm_ms}
+                "epilogue_ms": epilogue_ms, "gemm_ms": gemm_ms, "pending": capture.pending}
     unfused = gemm_ms + epilogue_ms if gemm_ms is not None and epilogue_ms is not None \
         else None
     fused_ms = capture.fused.get(best) if best is not None else None
@@ -239,6 +324,17 @@ def _replayable(scheduler: Any, node1: Any, node2: Any, attempt: FusionAttempt) 
     return not atomic(fused_nodes) and not conflict(attempt.multi)
 
 
+def _result_of(attempt: FusionAttempt, decided: Replay) -> Any:
+    """The ``FusionResult`` Inductor would have returned: a callable for its
+    pending-fusion round when it deferred the decision there, else the decision."""
+    state = plugin_state.current()
+    if state is not None:
+        state.stats.bump("fusions_replayed")
+    if not decided.pending:
+        return internals.FusionResult.fuse(decided.apply(attempt.multi))
+    return internals.FusionResult.from_callable(lambda: decided.apply(attempt.multi), None)
+
+
 def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
     original = _original("speedup_by_fusion")
     if plugin_state.current() is None:
@@ -249,10 +345,7 @@ def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
             row = _lookup(attempt)
             decided = replay(attempt, row) if row is not None else None
             if decided is not None:
-                state = plugin_state.current()
-                if state is not None:
-                    state.stats.bump("fusions_replayed")
-                return internals.FusionResult.fuse(decided)
+                return _result_of(attempt, decided)
         elif attempt is not None:
             attempt = None  # Inductor's early exit: nothing to record
     except Exception as exc:
@@ -264,8 +357,10 @@ def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
     with _capturing(capture):
         result = original(self, node1, node2)
     decide = getattr(result, "callable_fn", None)
-    if not callable(decide):  # decided at once: nothing benchmarked for fusion
+    if not callable(decide):  # decided at once (no template compiled, or an early exit)
+        _record(attempt, capture, bool(getattr(result, "should_fuse", False)))
         return result
+    capture.pending = True
 
     def benchmark_and_record() -> bool:
         with _capturing(capture):
@@ -312,6 +407,8 @@ def swap_as_triton_caller(self: Any, caller: Any) -> Iterator[None]:
         previous = capture.caller if mine else None
         if mine:
             capture.caller = caller
+            if caller not in capture.attempted:
+                capture.attempted.append(caller)
         try:
             yield
         finally:
@@ -333,7 +430,7 @@ def install() -> None:
     for (owner, name), wrapper in _WRAPPED.items():
         cls = getattr(internals, owner)
         current = cls.__dict__.get(name)
-        if current is wrapper:
+        if current is wrapper or current is None:  # installed, or not Inductor's own here
             continue
         _originals[name] = current
         wrapper.__wrapped__ = current  # type: ignore[attr-defined]  # internals reads its source

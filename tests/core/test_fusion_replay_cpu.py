@@ -1,15 +1,17 @@
-"""A deferred epilogue-fusion decision replayed from its record (issue 33, point 2), with
+"""Deferred epilogue-fusion decisions recorded and replayed (issue 33, point 2), with
 Inductor's real scheduler code on this CPU: ``cpu_backend = "triton"`` gives the GEMM
 Triton templates and a ``MultiTemplateBuffer``, Triton's interpreter runs the kernels
 (``triton_interpreter.py``; the Triton that .venv-torch-next's torch brings).
 
-Per recorded decision (the fused template faster, or slower, than the GEMM-only winner
-plus the epilogue kernel), a warm compile must end with the recorded decision's kernels,
-correct outputs, and nothing compiled or benchmarked for the decision: Inductor's
-``compile_kernel``, ``benchmark_fused_nodes`` and ``benchmark_codegened_module`` never
-called, the GEMM's timings served (0 benchmarked). Inductor's own fusion benchmark, which
-the record stands in for, cannot run here (the interpreter has no compiled launcher):
-recording it is covered by the GPU test (test_epilogue_agreement_gpu.py).
+- The whole cycle: a cold process lets Inductor benchmark the fusion decision (the
+  interpreted modules timed on the CPU) and the plugin record it; a warm one must end
+  with the same kernels and outputs with nothing compiled or benchmarked for it.
+- Per recorded decision (the fused template faster, or slower, than the GEMM-only winner
+  plus the epilogue kernel; or no template worth compiling fused), a warm compile must
+  end with the recorded decision's kernels (the recorded template when fused), correct
+  outputs, and nothing compiled or benchmarked for the decision: Inductor's
+  ``compile_kernel``, ``benchmark_fused_nodes`` and ``benchmark_codegened_module`` never
+  called, the GEMM's timings served (0 benchmarked).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.inductor.fusion_replay import KIND, recorded_timings
+from inductor_flydsl.inductor.fusion_replay import KIND, RecordedBenchmark, recorded_benchmark
 from tests.conftest import isolated_env
 
 CHILD = Path(__file__).with_name("fusion_replay_cpu.py")
@@ -53,24 +55,36 @@ needs_triton = pytest.mark.skipif(
     ".venv-torch-next's torch, where scripts/run_tests.sh runs this file)")
 
 
+# (fused template ms, epilogue kernel ms). On this CPU the ATen GEMM takes about 0.01 ms
+# and the fastest Triton template about 10 ms through the interpreter, so an epilogue
+# recorded at 0.01 ms leaves Inductor no template worth compiling fused (it would not
+# fuse), and one at 1000 ms makes it compile the fastest template and compare.
+CASES = {"fused-faster": (1e-6, 1000.0), "fused-slower": (5000.0, 1000.0),
+         "no-template-worth-it": (1e-6, 0.01)}
+
+
 @needs_triton
-@pytest.mark.parametrize("fuse", [True, False], ids=["fused-faster", "fused-slower"])
-def test_warm_compile_replays_the_recorded_fusion_decision(tmp_path: Path, fuse: bool) -> None:
-    result = _run(tmp_path, fused_ms=1e-6 if fuse else 10.0, epilogue_ms=0.01)
-    cold, warm = result["cold"], result["warm"]
+@pytest.mark.parametrize("case", list(CASES))
+def test_warm_compile_replays_the_recorded_fusion_decision(tmp_path: Path, case: str) -> None:
+    fused_ms, epilogue_ms = CASES[case]
+    result = _run(tmp_path, fused_ms=fused_ms, epilogue_ms=epilogue_ms)
+    cold, warm, recorded = result["cold"], result["warm"], result["recorded"]
+    fuse = case == "fused-faster"
     # the first compile (no deferral): the extern GEMM won, the epilogue a separate kernel
     assert cold["stats"]["benchmarked"] == 1 and cold["stats"]["errors"] == 0
     assert any("extern_kernels.mm(" in k for k in cold["kernels"]), cold["kernels"]
-    assert result["recorded"]["fused"] is fuse
+    assert recorded["fused"] is fuse
+    assert bool(recorded["attempted"]) is (case != "no-template-worth-it")
 
     assert warm["calls"] == {"compile_kernel": 0, "benchmark_fused_nodes": 0,
                              "benchmark_codegened_module": 0}, warm["calls"]
     counters = warm["counters"]
-    # (a refused fusion is offered again in Inductor's next fusion round: replayed again)
+    # (a fusion refused in Inductor's pending round is offered again in its next round)
     assert counters["fusions_replayed"] >= 1 and counters["fusions_benchmarked"] == 0
     assert counters["hits"] == 1 and counters["benchmarked"] == 0
     assert counters["misses"] == 0 and counters["errors"] == 0
     assert warm["max_abs_err"] < 1e-4
+    (final,) = warm["final"]
     # db show names the recorded fusion benchmark apart from the observer's row
     show = subprocess.run(
         [sys.executable, "-m", "inductor_flydsl", "db", "show", "--db",
@@ -82,18 +96,70 @@ def test_warm_compile_replays_the_recorded_fusion_decision(tmp_path: Path, fuse:
     if fuse:  # one kernel: the recorded template with relu and mul inside
         assert len(warm["kernels"]) == 1 and "triton_tem_fused_mm_mul_relu" in \
             warm["kernels"][0], warm["kernels"]
+        assert final == {"candidate_id": recorded["fused_id"], "fused": True}
         # the observer's row (first compile: not deferred, not fused) differs, as it should
         assert counters["epilogue_changed"] == 1
     else:  # the GEMM-only winner and a separate epilogue kernel, as in the first compile
         assert warm["kernels"][0].startswith("extern_kernels.mm("), warm["kernels"]
         assert any("triton_poi_fused_mul_relu" in k for k in warm["kernels"][1:])
+        assert final["fused"] is False and final["candidate_id"].startswith("mm-")
         assert counters["epilogue_changed"] == 0
 
 
-def test_recorded_timings_are_validated() -> None:
-    good = {"epilogue": {"kind": KIND, "fused_ms": {"triton_mm-a": 0.5}, "epilogue_ms": 0.1}}
-    assert recorded_timings(good) == ({"triton_mm-a": 0.5}, 0.1)
-    assert recorded_timings({"epilogue": {**good["epilogue"], "fused_ms": {}}}) == ({}, 0.1)
+def _cycle(tmp_path: Path, phase: str, steer: str) -> dict:
+    env = isolated_env(tmp_path / phase, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), "--db", str(tmp_path / "tuning.db"), "--cycle", phase,
+         "--steer", steer], env=env, capture_output=True, text=True, timeout=900,
+        check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line.removeprefix("RESULT "))
+    raise AssertionError(f"{phase} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+
+
+@needs_triton
+@pytest.mark.parametrize("steer", ["none", "extern-slower"])
+def test_cold_compile_records_the_fusion_benchmark_warm_replays_it(tmp_path: Path,
+                                                                   steer: str) -> None:
+    """The whole cycle with nothing written by the test: Inductor benchmarks the deferred
+    fusion decision (timing the interpreted modules on the CPU), the plugin records it,
+    and a second process with a fresh Inductor cache ends with the same kernels and
+    outputs with nothing compiled or benchmarked for the decision. Unsteered, the ATen
+    GEMM is far faster than any interpreted template: Inductor compiles no template fused
+    (the record says so); steered, a template is compiled fused and benchmarked."""
+    cold = _cycle(tmp_path, "cold", steer)
+    assert cold["counters"]["fusions_benchmarked"] >= 1 and cold["counters"]["errors"] == 0
+    assert cold["calls"]["benchmark_fused_nodes"] >= 1  # the epilogue kernel alone
+    (record,) = cold["benchmarks"]
+    assert record["epilogue_ms"] > 0 and record["ops"] == ["relu", "mul"]
+    if steer == "extern-slower":
+        assert len(record["attempted"]) == 1 and set(record["fused_ms"]) == \
+            set(record["attempted"]) and record["pending"] is True, record
+        assert cold["calls"]["compile_kernel"] >= 1
+    else:
+        assert record["attempted"] == [] and record["fused_ms"] == {}, record
+
+    warm = _cycle(tmp_path, "warm", steer)
+    assert warm["kernels"] == cold["kernels"]
+    assert warm["calls"] == {"compile_kernel": 0, "benchmark_fused_nodes": 0,
+                             "benchmark_codegened_module": 0}, warm["calls"]
+    counters = warm["counters"]
+    assert counters["fusions_replayed"] >= 1 and counters["fusions_benchmarked"] == 0
+    assert counters["hits"] == 1 and counters["benchmarked"] == 0
+    assert counters["errors"] == 0 and counters["epilogue_changed"] == 0
+    assert cold["max_abs_err"] < 1e-4 and warm["max_abs_err"] < 1e-4
+
+
+def test_recorded_benchmarks_are_validated() -> None:
+    good = {"epilogue": {"kind": KIND, "attempted": ["triton_mm-a", "triton_mm-b"],
+                         "fused_ms": {"triton_mm-a": 0.5}, "epilogue_ms": 0.1,
+                         "pending": True}}
+    assert recorded_benchmark(good) == RecordedBenchmark(
+        ("triton_mm-a", "triton_mm-b"), {"triton_mm-a": 0.5}, 0.1, True)
+    none = {"epilogue": {**good["epilogue"], "attempted": [], "fused_ms": {},
+                         "pending": False}}
+    assert recorded_benchmark(none) == RecordedBenchmark((), {}, 0.1, False)
     bad = [
         {"epilogue": None},
         {"epilogue": {**good["epilogue"], "kind": "observed"}},  # the observer's own rows
@@ -103,6 +169,10 @@ def test_recorded_timings_are_validated() -> None:
         {"epilogue": {**good["epilogue"], "fused_ms": {"triton_mm-a": math.inf}}},
         {"epilogue": {**good["epilogue"], "fused_ms": {"triton_mm-a": True}}},
         {"epilogue": {**good["epilogue"], "fused_ms": [0.5]}},
+        {"epilogue": {**good["epilogue"], "fused_ms": {"triton_mm-c": 0.5}}},  # not attempted
+        {"epilogue": {**good["epilogue"], "attempted": "triton_mm-a"}},
+        {"epilogue": {**good["epilogue"], "attempted": ["triton_mm-a", "triton_mm-a"]}},
+        {"epilogue": {**good["epilogue"], "pending": 1}},
     ]
     for row in bad:
-        assert recorded_timings(row) is None, row
+        assert recorded_benchmark(row) is None, row

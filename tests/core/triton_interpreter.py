@@ -5,12 +5,13 @@ Triton templates, and with ``max_autotune`` defers a GEMM's choice to the schedu
 epilogue-fusion benchmark (``MultiTemplateBuffer``), as on a GPU. Triton's interpreter
 (``TRITON_INTERPRET=1``, set by the parent before this process starts) runs the kernels
 on CPU tensors. Two things a GPU driver would provide are stood in for here, nothing of
-Inductor: a Triton driver (``get_current_target``, which Inductor hashes into kernel
-metadata; a benchmarker) and the CPU device interface's ``device`` context (a GPU's sets
-the current device; the CPU has one). What the interpreter cannot do: give a compiled
-kernel's launcher (registers, spills), so Inductor's own fusion benchmark
-(``benchmark_codegened_module``) fails here; a decision replayed from a record never
-reaches it.
+Inductor's decisions: a Triton driver (``get_current_target``, which Inductor hashes into
+kernel metadata; a benchmarker) and the CPU device interface's ``device`` context (a GPU's
+sets the current device; the CPU has one). What the interpreter cannot do is give a
+compiled kernel's launcher (registers, spills), which Inductor's benchmark of a generated
+module checks before timing it; :func:`time_interpreted_module` (installed only by
+:func:`benchmark_generated_modules`) times the module's call on the CPU with Inductor's
+own CPU benchmarker instead, without that check.
 
 Only for test child processes (it changes process-wide state): import it first.
 """
@@ -77,6 +78,26 @@ class _OneDevice:
 
     def __exit__(self, *exc: object) -> bool:
         return False
+
+
+def time_interpreted_module(self: object, mod: object, *args: object,
+                            **kwargs: object) -> tuple[float, str]:
+    """``TritonScheduling.benchmark_codegened_module`` for interpreted kernels: the
+    generated module's ``call`` on fresh copies of its arguments, timed by Inductor's CPU
+    benchmarker (no launcher to check for register spills)."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    call_args = mod.get_args()  # type: ignore[attr-defined]
+    kernel = mod.triton_  # type: ignore[attr-defined]
+    ms = benchmarker.benchmark_cpu(lambda: mod.call(kernel.clone_args(*call_args)[0]))  # type: ignore[attr-defined]
+    return float(ms), str(mod.__file__)  # type: ignore[attr-defined]
+
+
+def benchmark_generated_modules() -> None:
+    """Let Inductor's fusion benchmark time interpreted modules (see the module text)."""
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    TritonScheduling.benchmark_codegened_module = time_interpreted_module  # type: ignore[method-assign]
 
 
 driver.set_active(InterpreterDriver())
