@@ -71,9 +71,10 @@ def compile_model_command(args: list[str], env: dict[str, str],
     return [sys.executable, str(COMPILE_MODEL), *args], env
 
 
-def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:
-    """Run scripts/compile_model.py in a fresh process; return its RESULT JSON."""
-    command, env = compile_model_command(args, env)
+def run_for_result(command: list[str], env: dict[str, str], timeout: float,
+                   what: str) -> dict:
+    """Run ``command`` in a fresh process; its ``RESULT <json>`` line (with the process's
+    stderr under ``"stderr"``), or an AssertionError naming ``what`` with its output."""
     proc = subprocess.run(command, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
     for line in proc.stdout.splitlines():
@@ -81,8 +82,14 @@ def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600
             result = json.loads(line.removeprefix("RESULT "))
             result["stderr"] = proc.stderr
             return result
-    raise AssertionError(f"compile_model.py failed (exit {proc.returncode}):\n"
+    raise AssertionError(f"{what} failed (exit {proc.returncode}):\n"
                          f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:
+    """Run scripts/compile_model.py in a fresh process; return its RESULT JSON."""
+    command, env = compile_model_command(args, env)
+    return run_for_result(command, env, timeout, "compile_model.py")
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ Triton templates and a ``MultiTemplateBuffer``, Triton's interpreter runs the ke
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.inductor.fusion_replay import KIND, RecordedBenchmark, recorded_benchmark
-from tests.conftest import isolated_env
+from tests.conftest import isolated_env, run_for_result
 
 CHILD = Path(__file__).with_name("fusion_replay_cpu.py")
 
@@ -38,16 +37,33 @@ def _has_triton() -> bool:
     return True
 
 
+def _child(args: list[str], env: dict[str, str]) -> dict:
+    """Run the child with ``args``; its ``RESULT`` line."""
+    return run_for_result([sys.executable, str(CHILD), *args], env, 900, f"child {args}")
+
+
 def _run(tmp_path: Path, fused_ms: float, epilogue_ms: float) -> dict:
-    env = isolated_env(tmp_path, TRITON_INTERPRET="1")
-    proc = subprocess.run(
-        [sys.executable, str(CHILD), "--db", str(tmp_path / "tuning.db"),
-         "--fused-ms", repr(fused_ms), "--epilogue-ms", repr(epilogue_ms)],
-        env=env, capture_output=True, text=True, timeout=900, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    return _child(["--db", str(tmp_path / "tuning.db"), "--fused-ms", repr(fused_ms),
+                   "--epilogue-ms", repr(epilogue_ms)],
+                  isolated_env(tmp_path, TRITON_INTERPRET="1"))
+
+
+def _cycle(tmp_path: Path, phase: str, steer: str) -> dict:
+    return _child(["--db", str(tmp_path / "tuning.db"), "--cycle", phase, "--steer", steer],
+                  isolated_env(tmp_path / phase, TRITON_INTERPRET="1"))
+
+
+def _assert_replayed(warm: dict) -> None:
+    """A warm compile's decision came from the record: the GEMM served, nothing compiled
+    or benchmarked for the fusion (a fusion refused in Inductor's pending round is
+    offered again in its next round: replayed again)."""
+    assert warm["calls"] == {"compile_kernel": 0, "benchmark_fused_nodes": 0,
+                             "benchmark_codegened_module": 0}, warm["calls"]
+    counters = warm["counters"]
+    assert counters["fusions_replayed"] >= 1 and counters["fusions_benchmarked"] == 0
+    assert counters["hits"] == 1 and counters["benchmarked"] == 0
+    assert counters["errors"] == 0
+    assert warm["max_abs_err"] < 1e-4
 
 
 needs_triton = pytest.mark.skipif(
@@ -76,14 +92,9 @@ def test_warm_compile_replays_the_recorded_fusion_decision(tmp_path: Path, case:
     assert recorded["fused"] is fuse
     assert bool(recorded["attempted"]) is (case != "no-template-worth-it")
 
-    assert warm["calls"] == {"compile_kernel": 0, "benchmark_fused_nodes": 0,
-                             "benchmark_codegened_module": 0}, warm["calls"]
+    _assert_replayed(warm)
     counters = warm["counters"]
-    # (a fusion refused in Inductor's pending round is offered again in its next round)
-    assert counters["fusions_replayed"] >= 1 and counters["fusions_benchmarked"] == 0
-    assert counters["hits"] == 1 and counters["benchmarked"] == 0
-    assert counters["misses"] == 0 and counters["errors"] == 0
-    assert warm["max_abs_err"] < 1e-4
+    assert counters["misses"] == 0
     (final,) = warm["final"]
     # db show names the recorded fusion benchmark apart from the observer's row
     show = subprocess.run(
@@ -104,18 +115,6 @@ def test_warm_compile_replays_the_recorded_fusion_decision(tmp_path: Path, case:
         assert any("triton_poi_fused_mul_relu" in k for k in warm["kernels"][1:])
         assert final["fused"] is False and final["candidate_id"].startswith("mm-")
         assert counters["epilogue_changed"] == 0
-
-
-def _cycle(tmp_path: Path, phase: str, steer: str) -> dict:
-    env = isolated_env(tmp_path / phase, TRITON_INTERPRET="1")
-    proc = subprocess.run(
-        [sys.executable, str(CHILD), "--db", str(tmp_path / "tuning.db"), "--cycle", phase,
-         "--steer", steer], env=env, capture_output=True, text=True, timeout=900,
-        check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"{phase} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
 
 
 @needs_triton
@@ -142,13 +141,9 @@ def test_cold_compile_records_the_fusion_benchmark_warm_replays_it(tmp_path: Pat
 
     warm = _cycle(tmp_path, "warm", steer)
     assert warm["kernels"] == cold["kernels"]
-    assert warm["calls"] == {"compile_kernel": 0, "benchmark_fused_nodes": 0,
-                             "benchmark_codegened_module": 0}, warm["calls"]
-    counters = warm["counters"]
-    assert counters["fusions_replayed"] >= 1 and counters["fusions_benchmarked"] == 0
-    assert counters["hits"] == 1 and counters["benchmarked"] == 0
-    assert counters["errors"] == 0 and counters["epilogue_changed"] == 0
-    assert cold["max_abs_err"] < 1e-4 and warm["max_abs_err"] < 1e-4
+    _assert_replayed(warm)
+    assert warm["counters"]["epilogue_changed"] == 0
+    assert cold["max_abs_err"] < 1e-4
 
 
 def test_recorded_benchmarks_are_validated() -> None:
