@@ -45,6 +45,9 @@ class Stats:
     recorded: int = 0  # autotune selections written to the DB
     benchmarked: int = 0  # autotune selections Inductor benchmarked
     errors: int = 0  # plugin errors swallowed so the compile went on
+    # FlyDSL kernel calls from a compiled graph that failed at run time (build, load,
+    # launch) and were computed with ATen instead (flydsl_backend/ops.py)
+    runtime_fallbacks: int = 0
     # autotune calls whose problem is outside the definition of a valid problem: not looked
     # up, not recorded; reasons in ``refusals`` and in the DB's misses table
     refused: int = 0
@@ -83,7 +86,8 @@ class Stats:
                 "fusions_benchmarked": self.fusions_benchmarked,
                 "epilogue_fusions": self.epilogue_fusions,
                 "recorded": self.recorded, "benchmarked": self.benchmarked,
-                "errors": self.errors, "refused": self.refused,
+                "errors": self.errors, "runtime_fallbacks": self.runtime_fallbacks,
+                "refused": self.refused,
                 "refusals": [dict(r) for r in self.refusals],
                 "decisions": [asdict(d) for d in self.decisions],
                 "epilogues": [dict(e) for e in self.epilogues],

@@ -22,11 +22,13 @@ import torch
 
 from ..db.store import STATUS_FAILED, STATUS_INVALID
 from ..inductor import internals
+from ..inductor.candidates import GRAPH_TIMING_SUFFIX
 from ..inductor.choice_state import PluginChoiceState
+from ..inductor.timing_parity import timed_with_graphs
 from ..keys import canonical_json, stable_id
 from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
 from ..template_loader import template_source_hash
-from .ops import OPS, op_call_name
+from .ops import OPS, op_call_name, strict_launches
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
@@ -109,8 +111,12 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
                            if k not in ("config", "epilogue"))
         if "epilogue" in self.kwargs:  # its id: the text is in the config
             scalars += f"-epilogue={stable_id(self.kwargs['epilogue'])}"
+        # Timed by graph replay: another key in Inductor's own autotune cache, so an eager
+        # compile is never handed a graph timing from it (the DB's candidate id drops it:
+        # the problem key carries the timing mode there, candidates.candidate_id)
+        timing = GRAPH_TIMING_SUFFIX if timed_with_graphs(self) else ""
         return (f"flydsl-{self.template}-{self.template_hash}-{self.op}-{self.config_id}-"
-                f"{scalars}")
+                f"{scalars}{timing}")
 
     def info_dict(self) -> dict[str, Any]:
         return {"backend": "flydsl", **self.inductor_flydsl.config}
@@ -152,7 +158,8 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
             state.failure = self._build_failure()
         if state.failure is None:
             try:
-                self._validate(args, out)
+                with strict_launches():  # a failure excludes the candidate
+                    self._validate(args, out)
             except NumericMismatch as exc:
                 state.failure = (STATUS_INVALID, f"numeric check failed: {exc}")
             except Exception as exc:  # compile error, launch error: this candidate only
@@ -160,7 +167,8 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
         if state.failure is not None:
             log.info("inductor_flydsl: %s excluded: %s", self.name, state.failure[1])
             return math.inf
-        return super().benchmark(*args, out=out)
+        with strict_launches():
+            return super().benchmark(*args, out=out)
 
 
 def dynamic_validation_m(hint: int) -> tuple[int, ...]:

@@ -38,6 +38,10 @@ INTERNALS: tuple[tuple[str, str, str], ...] = (
      "_ir_text, _entry, _get_func_exe()"),
     ("flydsl.compiler.jit_function", "JitFunction",
      "_ensure_sig() and _sig: the launcher's signature"),
+    ("flydsl.compiler.jit_executor", "build_abi_storage",
+     "(slot ctypes) -> (storages, packed pointer array): a bound launch's own slots; "
+     "_call_spec holds (argument index, ctype, fill(value, storage)) per slot, a "
+     "tensor's pointer slot a c_void_p, the stream last"),
 )
 
 
@@ -64,6 +68,12 @@ def problems() -> list[str]:
             for member in members:
                 if not hasattr(cls, member):
                     found.append(f"{cls.__module__}.{cls.__name__}.{member} is gone")
+        import inspect
+
+        from flydsl.compiler.jit_executor import build_abi_storage
+
+        if list(inspect.signature(build_abi_storage).parameters)[:1] != ["ctypes_seq"]:
+            found.append("flydsl.compiler.jit_executor.build_abi_storage: parameters changed")
     return found
 
 
@@ -115,3 +125,63 @@ def load(compiled: Any) -> None:
     """Create the compiled function's execution engine now (loading its code object on
     the current device), instead of on its first launch."""
     compiled._keepalive._get_func_exe()
+
+
+class BoundSlots:
+    """A compiled function's argument slots, packed once for one call signature: only
+    the tensor pointers (:attr:`pointers`: ``(storage, index into the op's tensors)``)
+    and the stream are written per call; everything else (sizes, strides, scalars) was
+    filled at bind time and holds for every call with the same signature."""
+
+    __slots__ = ("_func_exe", "_packed", "_storages", "_stream", "pointers")
+
+    def __init__(self, func_exe: Any, packed: Any, storages: list, pointers: list,
+                 stream: tuple) -> None:
+        self._func_exe = func_exe
+        self._packed = packed
+        self._storages = storages  # kept alive: packed points into them
+        self.pointers = pointers
+        self._stream = stream
+
+    def set_stream(self, stream: Any) -> None:
+        storage, fill = self._stream
+        fill(stream, storage)
+
+    def call(self) -> None:
+        self._func_exe(self._packed)
+
+
+def bind_slots(compiled: Any, args: tuple, sources: tuple) -> BoundSlots | None:
+    """Slots for calling ``compiled`` as with ``(*args, stream)``, filled from ``args``,
+    each tensor pointer slot mapped to the one of ``sources`` (the op's own tensors) whose
+    data it points at; None when that cannot be told (an argument tensor that is none of
+    the sources, such as a split-K workspace, or two sources at one address) or the call
+    has no stream slot."""
+    import ctypes
+
+    import torch
+    from flydsl.compiler.jit_executor import build_abi_storage
+
+    spec = compiled._call_spec
+    where = {t.data_ptr(): i for i, t in enumerate(sources)}
+    if len(where) != len(sources):
+        return None
+    storages, packed = build_abi_storage([ctype for _, ctype, _ in spec])
+    pointers: list = []
+    stream: tuple | None = None
+    for slot, (index, ctype, fill) in enumerate(spec):
+        if fill is None:
+            continue  # a NULL slot (FlyDSL's default stream), never written
+        if index == len(args):
+            stream = (storages[slot], fill)
+            continue
+        value = args[index]
+        fill(value, storages[slot])
+        if isinstance(value, torch.Tensor) and ctype is ctypes.c_void_p:
+            source = where.get(value.data_ptr())
+            if source is None:
+                return None
+            pointers.append((storages[slot], source))
+    if stream is None:
+        return None
+    return BoundSlots(compiled._keepalive._get_func_exe(), packed, storages, pointers, stream)

@@ -14,6 +14,17 @@
   tensors live on (its first call runs with that device current), so a kernel never
   launches with another device's module. Evicted ones are dropped with their MLIR
   context and execution engine.
+* **Graph-safe.** A kernel launched while its stream is capturing (a CUDA/HIP graph
+  being recorded: ``hipStreamIsCapturing``) is pinned: never evicted, so its module is
+  never unloaded while a graph that may replay it lives. Nothing inside a capture loads a
+  module (a kernel not loaded yet raises :class:`FlydslLaunchError`, and the op computes
+  that call with ATen), allocates outside torch's allocator or synchronizes.
+* **Pack once, launch many** (:class:`BoundLaunch`): the op binds its launch per (op,
+  config, shapes, strides, dtypes, device) after a first launch through the full path;
+  every later call with that signature writes only the operands' pointers and the stream
+  into argument slots packed once, and calls the compiled host function directly (the
+  sizes, strides and scalars, and every check that depends only on them, were settled at
+  bind time).
 * **Launch errors raise.** FlyDSL's runtime only prints a failed HIP call; after each
   launch the runner asks HIP for the thread's last error (``hipGetLastError``) and raises
   :class:`FlydslLaunchError`. A failed first launch (e.g. the module did not load) is
@@ -28,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import ctypes
 import logging
 import threading
@@ -63,21 +75,28 @@ class DeviceRuntime(Protocol):
         """The stream a launch on ``tensor``'s device goes to by default (an int handle or
         an object with ``cuda_stream``)."""
 
-    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
-        """Torch work (a split-K workspace and its reduction) on ``stream``."""
+    def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
+        """Torch work (a split-K workspace and its reduction) on ``stream`` of ``device``."""
 
     def device_scope(self, index: int) -> contextlib.AbstractContextManager:
         """Device ``index`` current (a kernel module loads on the current device)."""
 
     def before_launch(self, args: tuple) -> None: ...
 
+    # whether before_launch needs a launch's tensors (a test's emulator does; ROCm not)
+    inspects_launches: bool
+
+    def is_capturing(self, stream: Any) -> bool:
+        """Whether ``stream`` is being captured into a CUDA/HIP graph now."""
+
     def last_error(self) -> tuple[int, str]:
         """HIP's last error of this thread, cleared: ``(code, name)``; code 0 = none."""
 
 
 class HipErrors:
-    """``hipGetLastError``/``hipGetErrorName`` of the HIP library in this process (loaded
-    by name: the one torch or FlyDSL's runtime already loaded)."""
+    """``hipGetLastError``/``hipGetErrorName`` and ``hipStreamIsCapturing`` of the HIP
+    library in this process (loaded by name: the one torch or FlyDSL's runtime already
+    loaded)."""
 
     def __init__(self, library: str = HIP_LIBRARY) -> None:
         self._library = library
@@ -89,8 +108,18 @@ class HipErrors:
             lib.hipGetLastError.restype = ctypes.c_int
             lib.hipGetErrorName.restype = ctypes.c_char_p
             lib.hipGetErrorName.argtypes = [ctypes.c_int]
+            lib.hipStreamIsCapturing.restype = ctypes.c_int
+            lib.hipStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
             self._lib = lib
         return self._lib
+
+    def is_capturing(self, stream: Any) -> bool:
+        """``hipStreamIsCapturing`` of a raw stream handle (an int or ``cuda_stream``)."""
+        handle = getattr(stream, "cuda_stream", stream)
+        status = ctypes.c_int(0)
+        if self._get().hipStreamIsCapturing(ctypes.c_void_p(handle), ctypes.byref(status)):
+            return False
+        return status.value != 0
 
     def last_error(self) -> tuple[int, str]:
         lib = self._get()
@@ -102,6 +131,8 @@ class HipErrors:
 
 class RocmRuntime:
     """torch's ROCm devices and streams."""
+
+    inspects_launches = False
 
     def __init__(self) -> None:
         self._errors = HipErrors()
@@ -133,19 +164,24 @@ class RocmRuntime:
     def current_device(self) -> int:
         import torch
 
-        return torch.cuda.current_device()
+        return torch._C._cuda_getDevice()  # torch.cuda.current_device() without its checks
 
     def current_stream(self, tensor: Any) -> Any:
         import torch
 
-        return torch.cuda.current_stream(tensor.device).cuda_stream
+        # the raw handle, as Inductor's generated code reads it (get_raw_stream): no
+        # Stream object made per launch
+        return torch._C._cuda_getCurrentRawStream(tensor.device.index or 0)
 
-    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
+    def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
         import torch
 
-        if isinstance(stream, int):
-            stream = torch.cuda.ExternalStream(stream)
+        if isinstance(stream, int):  # a raw handle belongs to a device: name it
+            stream = torch.cuda.ExternalStream(stream, device=device)
         return torch.cuda.stream(stream)
+
+    def is_capturing(self, stream: Any) -> bool:
+        return self._errors.is_capturing(stream)
 
     def device_scope(self, index: int) -> contextlib.AbstractContextManager:
         import torch
@@ -180,6 +216,9 @@ class KernelRunner:
         self.runtime = runtime
         self.max_kernels = max_kernels or _max_kernels()
         self._compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self._pinned: dict[tuple, Any] = {}  # launched under a capture: never evicted
+        self._bound: collections.OrderedDict[tuple, BoundLaunch | None] = \
+            collections.OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[tuple, threading.Lock] = {}
         self.loads = 0  # compiled functions made (a cache miss each)
@@ -192,31 +231,37 @@ class KernelRunner:
     def stream(self, tensor: Any, stream: Any = None) -> Any:
         return self.runtime.current_stream(tensor) if stream is None else stream
 
-    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
-        return self.runtime.stream_scope(stream)
+    def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
+        return self.runtime.stream_scope(stream, device)
 
     def run(self, variant: Any, args: tuple, stream: Any, tensor: Any) -> None:
         """Launch ``variant`` (the template's ``Variant``) with the launcher's positional
-        ``args`` on ``stream``, on the device of ``tensor``."""
+        ``args`` on ``stream``, on the device of ``tensor``. Inside :func:`binding`, the
+        launch is then bound for the op's later calls (:class:`BoundLaunch`)."""
         device = self.runtime.device_index(tensor)
         key = (variant, device, argument_signature(args))
-        compiled = self._compiled.get(key)
+        compiled = self._compiled.get(key) or self._pinned.get(key)
         if compiled is None:
             self._load_and_launch(key, variant, args, stream)
-            return
-        with contextlib.suppress(KeyError):  # evicted by another thread meanwhile
-            self._compiled.move_to_end(key)
-        if self.runtime.current_device() == device:
-            self._launch(compiled, variant, args, stream, first=False)
-        else:  # a kernel module belongs to its device: launch with that device current
-            with self.runtime.device_scope(device):
-                self._launch(compiled, variant, args, stream, first=False)
+        else:
+            with contextlib.suppress(KeyError):  # evicted by another thread meanwhile
+                self._compiled.move_to_end(key)
+            if self.runtime.current_device() == device:
+                self._launch(key, compiled, variant, args, stream, first=False)
+            else:  # a kernel module belongs to its device: launch with that device current
+                with self.runtime.device_scope(device):
+                    self._launch(key, compiled, variant, args, stream, first=False)
+        request = _binding.get()
+        if request is not None:
+            self._bind(request, key, variant, args)
 
-    def _launch(self, compiled: Any, variant: Any, args: tuple, stream: Any, *,
+    def _launch(self, key: tuple, compiled: Any, variant: Any, args: tuple, stream: Any, *,
                 first: bool) -> None:
         self.runtime.before_launch(args)
         if not first:  # (a first launch keeps its load's errors: cleared before the load)
             self.runtime.last_error()  # clear what an earlier HIP call, not ours, left
+        if self.runtime.is_capturing(stream):
+            self._pin(key, compiled)
         compiled(*args, stream)
         code, name = self.runtime.last_error()
         if code:
@@ -226,16 +271,20 @@ class KernelRunner:
 
     # ---- first launch of a key ---------------------------------------------------------
     def _load_and_launch(self, key: tuple, variant: Any, args: tuple, stream: Any) -> None:
+        if self.runtime.is_capturing(stream):  # no module load inside a graph capture
+            raise FlydslLaunchError(
+                f"FlyDSL kernel {_describe(variant)} is not loaded and its stream is "
+                "capturing a graph: loading a module there is not allowed")
         with self._lock:
             gate = self._loading.setdefault(key, threading.Lock())
         try:
             with gate:
-                compiled = self._compiled.get(key)
+                compiled = self._compiled.get(key) or self._pinned.get(key)
                 if compiled is None:
                     self._make(key, variant, args, stream)
                     return
             with self.runtime.device_scope(key[1]):
-                self._launch(compiled, variant, args, stream, first=False)
+                self._launch(key, compiled, variant, args, stream, first=False)
         finally:
             with self._lock:
                 self._loading.pop(key, None)
@@ -262,17 +311,128 @@ class KernelRunner:
         self.runtime.last_error()  # start clean: only this load's and launch's errors count
         with self.runtime.device_scope(key[1]):
             flydsl_runtime.load(compiled)
-            self._launch(compiled, variant, args, stream, first=True)
+            self._launch(key, compiled, variant, args, stream, first=True)
         with self._lock:
-            self._compiled[key] = compiled
+            if key not in self._pinned:
+                self._compiled[key] = compiled
             self.loads += 1
-            while len(self._compiled) > self.max_kernels:
-                self._compiled.popitem(last=False)
-                self.evictions += 1
+            self._evict()
+
+    # ---- pinning and eviction ----------------------------------------------------------
+    def _pin(self, key: tuple, compiled: Any) -> None:
+        """Keep ``compiled`` (and its module) for the life of the process: a graph captured
+        now may replay its kernel at any later time."""
+        if key in self._pinned:
+            return
+        with self._lock:
+            self._pinned[key] = compiled
+            self._compiled.pop(key, None)
+
+    def _evict(self) -> None:  # under self._lock
+        while len(self._compiled) > self.max_kernels:
+            key, _ = self._compiled.popitem(last=False)
+            self.evictions += 1
+            for bound_key in [k for k, b in self._bound.items() if b.key == key]:
+                del self._bound[bound_key]  # they hold the compiled function too
+
+    def pinned(self) -> int:
+        return len(self._pinned)
+
+    # ---- bound launches (pack once, launch many) --------------------------------------
+    def bound(self, op_key: tuple) -> BoundLaunch | None:
+        """The launch bound for ``op_key`` (:func:`binding`), if any."""
+        return self._bound.get(op_key)
+
+    def _bind(self, request: tuple[tuple, tuple], key: tuple, variant: Any,
+              args: tuple) -> None:
+        op_key, sources = request
+        if op_key in self._bound:
+            return
+        compiled = self._compiled.get(key) or self._pinned.get(key)
+        if compiled is None:
+            return
+        from . import flydsl_runtime
+
+        slots = flydsl_runtime.bind_slots(compiled, args, sources)
+        # None: an argument that is none of the sources (a split-K workspace), or two
+        # sources at one address; the key then keeps the full path
+        bound = None if slots is None else BoundLaunch(self, key, compiled, variant, slots)
+        with self._lock:
+            self._bound[op_key] = bound
+            while len(self._bound) > 4 * self.max_kernels:
+                self._bound.popitem(last=False)
 
     # ---- upkeep ----------------------------------------------------------------------------
     def cached(self) -> int:
-        return len(self._compiled)
+        return len(self._compiled) + len(self._pinned)
+
+
+class BoundLaunch:
+    """One launch signature of one compiled kernel, its argument slots packed once
+    (``flydsl_runtime.bind_slots``): a call writes the operands' pointers and the stream,
+    then calls the compiled host function. Used by one thread at a time (another thread
+    meanwhile takes the full path)."""
+
+    __slots__ = ("_busy", "_runner", "compiled", "device", "key", "slots", "variant")
+
+    def __init__(self, runner: KernelRunner, key: tuple, compiled: Any, variant: Any,
+                 slots: Any) -> None:
+        self._runner = runner
+        self.key = key
+        self.device = key[1]
+        self.compiled = compiled  # keeps the module loaded while bound
+        self.variant = variant
+        self.slots = slots
+        self._busy = threading.Lock()
+
+    def __call__(self, sources: tuple, out: Any) -> bool:
+        """Launch on ``out``'s current stream with the pointers of ``sources`` (the op's
+        tensors, in the order bound); False when ``out`` is on another device than the
+        one bound or another thread is using it (the caller takes the full path)."""
+        runtime = self._runner.runtime
+        if runtime.device_index(out) != self.device or not self._busy.acquire(blocking=False):
+            return False
+        try:
+            runner = self._runner
+            stream = runtime.current_stream(out)
+            slots = self.slots
+            for storage, index in slots.pointers:
+                storage.value = sources[index].data_ptr()
+            slots.set_stream(stream)
+            if runtime.inspects_launches:
+                runtime.before_launch(sources)
+            runtime.last_error()
+            if runtime.is_capturing(stream):
+                runner._pin(self.key, self.compiled)
+            if runtime.current_device() == self.device:
+                slots.call()
+            else:
+                with runtime.device_scope(self.device):
+                    slots.call()
+            code, name = runtime.last_error()
+            if code:
+                raise FlydslLaunchError(f"FlyDSL kernel {_describe(self.variant)} failed to "
+                                        f"launch: {name} ({code})")
+            return True
+        finally:
+            self._busy.release()
+
+
+# (op key, the op's tensors) while an op's full-path launch may be bound (binding())
+_binding: contextvars.ContextVar[tuple[tuple, tuple] | None] = contextvars.ContextVar(
+    "inductor_flydsl_binding", default=None)
+
+
+@contextlib.contextmanager
+def binding(op_key: tuple, sources: tuple) -> Iterator[None]:
+    """Inside the block, the runner binds the launch it makes for ``op_key``: every
+    argument tensor of that launch must be one of ``sources`` (or a view starting at one);
+    later calls of the op with the same key then take :meth:`KernelRunner.bound`."""
+    token = _binding.set((op_key, sources))
+    try:
+        yield
+    finally:
+        _binding.reset(token)
 
 
 def _describe(variant: Any) -> str:

@@ -19,6 +19,21 @@ at compile time) is computed with ATen into ``out`` instead; an empty ``out`` re
 once. Each launch goes through the kernel runner (``kernel_runner``): built once in a
 build worker, launched through a FlyDSL compiled function, launch errors raised.
 
+**Warm launches are bound** (``kernel_runner.BoundLaunch``): the dense ops key each call
+by (op, config, scalars, every operand's shape, strides and dtype, device); the first call
+of a key takes the full path (runtime check, span checks, the template's argument
+packing, the runner) and binds it, later calls write only the operands' pointers and the
+stream and launch. A split-K config keeps the full path (its workspace is allocated per
+call).
+
+**A failure at run time never raises in the user's forward**: a FlyDSL kernel that does
+not build, load or launch when generated code calls the op (for instance after an
+FX-graph-cache hit, in a process where the build fails, or a module that cannot load
+inside a graph capture) is computed with ATen into ``out``, with one warning per kernel
+and process, ``stats()['runtime_fallbacks']`` and a refusal recorded in the tuning DB.
+While Inductor benchmarks a candidate (:func:`strict_launches`), failures raise, so the
+candidate is excluded instead.
+
 The config arrives as JSON text and is validated (``GemmConfig.from_json``) before it
 reaches kernel generation. The real implementation refuses to launch unless the runner's
 device runtime accepts the device (on ROCm: the ROCm 7 runtime and a supported arch
@@ -27,12 +42,17 @@ verified; FlyDSL would abort the process otherwise).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
+import logging
+from collections.abc import Iterator
 
 import torch
 
 NAMESPACE = "inductor_flydsl"
+log = logging.getLogger("inductor_flydsl")
 
 
 class FlydslRuntimeUnavailable(RuntimeError):
@@ -59,6 +79,80 @@ def _runner(device: torch.device):
     return current
 
 
+# ---- failures at run time ----------------------------------------------------------------
+_strict: contextvars.ContextVar[bool] = contextvars.ContextVar("inductor_flydsl_strict",
+                                                               default=False)
+
+
+@contextlib.contextmanager
+def strict_launches() -> Iterator[None]:
+    """Inside the block (Inductor benchmarking or validating a candidate) a FlyDSL
+    failure raises, so the candidate is excluded; outside it, the op falls back to ATen."""
+    token = _strict.set(True)
+    try:
+        yield
+    finally:
+        _strict.reset(token)
+
+
+def _fall_back(op: str, config: str, out: torch.Tensor, exc: Exception) -> None:
+    """Warn once per (op, config) and process, count and record a run-time fallback."""
+    from ..db.layered import warn_once
+
+    reason = f"{type(exc).__name__}: {exc}"
+    warn_once(f"runtime:{op}:{config}",
+              f"inductor_flydsl: the FlyDSL {op} kernel {config} failed at run time and "
+              f"is computed with ATen instead ({reason})")
+    try:
+        from ..inductor import plugin_state
+        from ..software import current_software
+
+        state = plugin_state.current()
+        if state is not None:
+            state.stats.bump("runtime_fallbacks")
+            from ..device import describe_device
+
+            state.tuning_db.record_refusal(describe_device(out.device), current_software(),
+                                           f"{op} (FlyDSL at run time)",
+                                           f"config {config}: {reason}"[:250])
+    except Exception as record_exc:  # recording must not fail the forward either
+        log.debug("inductor_flydsl: run-time fallback not recorded: %s", record_exc)
+
+
+FALLBACK_ERRORS = (RuntimeError, ValueError, OSError)  # FlydslLaunchError is a RuntimeError
+
+
+def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
+           b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, alpha: float,
+           beta: float, epilogue: tuple | None = None) -> None:
+    """One dense-template call: the bound launch of ``key`` if there is one, else the
+    full path (which binds it); ATen on a run-time failure outside benchmarking."""
+    from .kernel_runner import binding, runner
+
+    try:
+        bound = runner().bound(key)
+        if bound is not None and bound(sources, out):
+            return
+        with binding(key, sources):
+            if epilogue is None:
+                _checked_launch(a, b, bias, out, alpha, beta, config)
+            else:
+                _epilogue_launch(a, b, out, config, *epilogue)
+    except FALLBACK_ERRORS as exc:
+        if _strict.get():
+            raise
+        _fall_back(op, config, out, exc)
+        if epilogue is None:
+            _aten_into(a, b, bias, out, alpha, beta)
+        else:
+            from ..epilogue_spec import EpilogueSpec, reference
+
+            spec = EpilogueSpec.from_json(epilogue[0])
+            extras = [t.reshape(-1) if o.kind in ("col", "row") else t
+                      for t, o in zip(epilogue[1], spec.operands, strict=False)]
+            out.copy_(reference(spec, a.float() @ b.float(), extras))
+
+
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
     runner = _runner(out.device)
@@ -69,7 +163,8 @@ def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         return  # M or N is 0 (a dynamic batch that came out empty): nothing to write
     parsed = _parse_config(config)
     if (_over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out)
-            or (parsed.split_k > 1 and template.workspace_reason(parsed, *out.shape[-2:]))):
+            or (parsed.split_k > 1 and template.workspace_reason(parsed, *out.shape[-2:]))
+            or template.counters_reason(parsed, *out.shape[-2:])):  # issue 43: in-launch split-K
         _aten_into(a, b, bias, out, alpha, beta)
         return
     template.launch(a, b, bias, out, alpha, beta, parsed, runner=runner)
@@ -103,17 +198,24 @@ def _aten_into(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
 
 def mm_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
            alpha: float = 1.0) -> None:
-    _checked_launch(a, b, None, out, alpha, 0.0, config)
+    key = ("mm", config, alpha, a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype,
+           out.shape, out.stride(), out.dtype, out.device)
+    _dense("mm", config, (a, b, out), key, a, b, None, out, alpha, 0.0)
 
 
 def addmm_out(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
               config: str, alpha: float = 1.0, beta: float = 1.0) -> None:
-    _checked_launch(a, b, bias, out, alpha, beta, config)
+    key = ("addmm", config, alpha, beta, a.shape, a.stride(), a.dtype, b.shape, b.stride(),
+           b.dtype, out.shape, out.stride(), out.dtype, bias.shape, bias.stride(),
+           bias.dtype, out.device)
+    _dense("addmm", config, (a, b, out, bias), key, a, b, bias, out, alpha, beta)
 
 
 def bmm_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
             alpha: float = 1.0) -> None:
-    _checked_launch(a, b, None, out, alpha, 0.0, config)
+    key = ("bmm", config, alpha, a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype,
+           out.shape, out.stride(), out.dtype, out.device)
+    _dense("bmm", config, (a, b, out), key, a, b, None, out, alpha, 0.0)
 
 
 def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor,
@@ -162,9 +264,19 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
     """``out = epilogue(a @ b, x0..)`` with the epilogue fused into the dense template's
     store (``epilogue_spec``; the operand slots past the epilogue's are ignored). The
     epilogue arrives as JSON and is validated before it reaches kernel generation."""
+    extras = (x0, x1, x2, x3)
+    key = ("gemm_epilogue", config, epilogue, out.device,
+           *[(t.shape, t.stride(), t.dtype) for t in (a, b, out, *extras)])
+    _dense("gemm_epilogue", config, (a, b, out, *extras), key, a, b, None, out, 1.0, 0.0,
+           epilogue=(epilogue, extras))
+
+
+def _epilogue_launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
+                     epilogue: str, operands: tuple) -> None:
     from ..epilogue_spec import EpilogueSpec, reference
     from ..template_loader import load_template
 
+    x0, x1, x2, x3 = operands
     runner = _runner(out.device)
     spec = EpilogueSpec.from_json(epilogue)
     extras = [t.reshape(-1) if o.kind in ("col", "row") else t

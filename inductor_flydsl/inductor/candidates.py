@@ -9,16 +9,20 @@ from ..keys import canonical_json
 from . import internals
 from .choice_state import state_of
 
+# what a plugin candidate timed by graph replay adds to its hash_key() (timing_parity.py)
+GRAPH_TIMING_SUFFIX = "-timing=graph"
+
 
 def candidate_id(choice: Any) -> str:
     """What the DB stores for a candidate: Inductor's ``hash_key()``, stable across
     processes (Triton: template name plus source/config hash; ATen: op name, kwargs and
-    the op's code hash; FlyDSL: template source hash plus config)."""
+    the op's code hash; FlyDSL: template source hash plus config, without the timing mode
+    its hash_key() carries for Inductor's own cache: the problem key holds that)."""
     try:
         key = choice.hash_key()
     except Exception:  # a backend without hash_key: fall back to its name
         key = None
-    key = str(key) if key else str(choice.name)
+    key = str(key).removesuffix(GRAPH_TIMING_SUFFIX) if key else str(choice.name)
     patches = _config_patches(choice)
     # A subgraph's hash_key() names its graph only; the Inductor settings it is compiled
     # with (max-autotune, its backends, ...) change its time just as much.

@@ -82,6 +82,10 @@ INTERNALS: tuple[Internal, ...] = (
              "subclassed: a FlyDSL candidate; also how ATen choices are recognised",
              params=("choice", "input_nodes", "layout", "kwargs"),
              members=("benchmark", "hash_key", "info_dict", "to_callable", "output_node")),
+    Internal("ChoiceCaller", "torch._inductor.ir", "ChoiceCaller",
+             "every choice: its _benchmark_with_cudagraphs flag is set to time it by graph "
+             "replay when the compile will capture graphs (timing_parity.py; see "
+             "TIMING_SHAPES)", members=("benchmark",)),
     Internal("TritonTemplateCaller", _SA, "TritonTemplateCaller",
              "recognises Triton choices (candidates.backend_of)"),
     Internal("InductorChoices", "torch._inductor.choices", "InductorChoices",
@@ -173,7 +177,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "multi_kernel_hints",
     "inductor_choices_class", "post_grad_custom_post_pass", "_post_fusion_custom_pass",
     "freezing", "fx_graph_cache", "autotune_local_cache", "autotune_remote_cache",
-    "cpp.simdlen", "cpp_cache_precompile_headers",
+    "cpp.simdlen", "cpp_cache_precompile_headers", "triton.cudagraphs",
 )
 
 _BY_NAME = {entry.name: entry for entry in INTERNALS}
@@ -305,6 +309,42 @@ SCHEDULER_CALL_SHAPES: tuple[tuple[str, str, str], ...] = (
 FEEDBACK_ARGUMENTS = 6
 
 
+# How a choice is timed by graph replay (``timing_parity.py``): (module, qualified name of
+# a function or method, what its source must hold, what breaks otherwise).
+TIMING_SHAPES: tuple[tuple[str, str, str, str], ...] = (
+    ("torch._inductor.ir", "ChoiceCaller.__init__", "self._benchmark_with_cudagraphs",
+     "a choice no longer carries the graph-timing flag: choices would be timed with host "
+     "dispatch where the graph runs without it"),
+    ("torch._inductor.autotune_process", "BenchmarkRequest.benchmark",
+     "benchmark_gpu_with_cuda_graph",
+     "extern and Triton choices would no longer be timed by graph replay"),
+    ("torch._inductor.select_algorithm", "ExternKernelCaller.benchmark",
+     "benchmark_with_cudagraphs = self._benchmark_with_cudagraphs",
+     "extern choices (ATen, FlyDSL) would ignore the graph-timing flag"),
+    ("torch._inductor.select_algorithm", "TritonTemplateCaller.benchmark",
+     "benchmark_with_cudagraphs = self._benchmark_with_cudagraphs",
+     "Triton choices would ignore the graph-timing flag"),
+    ("torch._inductor.runtime.benchmarking", "Benchmarker.benchmark_gpu_with_cuda_graph",
+     "CUDAGraph", "graph timing would no longer capture and replay"),
+)
+
+
+def _check_timing_shapes() -> list[str]:
+    found = []
+    for module_name, qualname, holds, breaks in TIMING_SHAPES:
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            source = inspect.getsource(obj)
+        except (ImportError, AttributeError, OSError, TypeError) as exc:
+            found.append(f"{module_name}.{qualname} is gone or unreadable ({exc}): {breaks}")
+            continue
+        if holds not in source:
+            found.append(f"{module_name}.{qualname} no longer holds {holds!r}: {breaks}")
+    return found
+
+
 def _method_source(cls: Any, method: str) -> str | None:
     try:
         return inspect.getsource(getattr(cls, method))
@@ -352,7 +392,8 @@ def problems() -> list[str]:
     found: list[str] = []
     for entry in INTERNALS:
         found += _check(entry)
-    return found + _check_config() + _check_selector() + _check_call_shapes()
+    return (found + _check_config() + _check_selector() + _check_call_shapes()
+            + _check_timing_shapes())
 
 
 def swap_selector_class(cache: Any, plugin_class: type) -> type:

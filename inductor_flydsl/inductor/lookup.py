@@ -1,7 +1,9 @@
 """Inductor's preprocessing step for every GEMM selection: add the plugin backends'
-candidates, then look the problem up in the tuning DB and serve an exact record's timings
-(or, opt-in, narrow to a prior's short list or a dynamic-M bucket's winner), then let the
-plugin candidates that will really be benchmarked prepare (FlyDSL starts its builds)."""
+candidates, time every choice the way the compiled graph will run them
+(``timing_parity.py``), then look the problem up in the tuning DB and serve an exact
+record's timings (or, opt-in, narrow to a prior's short list or a dynamic-M bucket's
+winner), then let the plugin candidates that will really be benchmarked prepare (FlyDSL
+starts its builds)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from .gemm_ops import is_gemm_op
 from .plugin_state import PluginState, device_of, report_error
 from .selection import SelectionContext, current_selection, problem_of
 from .short_list import short_list
+from .timing_parity import time_like_the_graph
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -41,6 +44,10 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
             choices = choices + provider(ctx.name, ctx.input_nodes, ctx.layout, choices)
         except Exception as exc:
             report_error("adding plugin choices", exc)
+    try:  # every choice timed the way the compiled graph will run it (timing_parity.py)
+        time_like_the_graph(choices)
+    except Exception as exc:
+        report_error("choosing how choices are timed", exc)
     final = choices
     # nothing to choose between (no lookup, no miss), or re-measuring
     # (INDUCTOR_FLYDSL_REUSE=0: benchmark, then record)

@@ -15,6 +15,7 @@ from ..priors import Prior
 from ..problem import Problem, checked
 from . import epilogue_fusion
 from .ir_problem import problem_from_ir
+from .timing_parity import timing_attrs
 
 
 @dataclass
@@ -55,9 +56,14 @@ hint_override: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 def key_problem(name: str, input_nodes: Any, layout: Any, choices: Sequence[Any]) -> Problem:
-    """The DB key of a selection: the IR's problem, plus ``routing=<name>`` while a sweep
-    measures a grouped GEMM under a token routing."""
+    """The DB key of a selection: the IR's problem, plus ``timing=graph`` when its choices
+    are timed by graph replay (``timing_parity.py``), plus ``routing=<name>`` while a
+    sweep measures a grouped GEMM under a token routing."""
     problem = problem_from_ir(name, input_nodes, layout, choices)
+    timing = timing_attrs(choices)
+    if timing:
+        problem = checked(dataclasses.replace(
+            problem, attrs=tuple(sorted((*problem.attrs, *timing)))))
     if name == epilogue_fusion.SELECTION_NAME:  # the epilogue is part of the problem
         problem = checked(dataclasses.replace(
             problem, attrs=tuple(sorted((*problem.attrs, *epilogue_fusion.problem_attrs())))))

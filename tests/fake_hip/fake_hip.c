@@ -51,6 +51,7 @@ typedef struct fake_module {
     int device;         /* the device current when it was loaded */
     int id;
     int unloaded;
+    uint64_t hash;      /* FNV-1a of the code object, computed once at load */
 } fake_module;
 
 typedef struct fake_kernel_args {
@@ -110,6 +111,11 @@ static uint64_t malloc_limit = UINT64_MAX;
 static uint64_t allocated = 0;
 static int next_module_id = 1;
 static fake_kernel_args *kernel_args = NULL;
+/* Stream capture (a CUDA/HIP graph being recorded), as a test sets it: every stream
+ * reports it; what happens while it is on is counted (none of it may: a module load,
+ * an allocation outside torch's allocator, a synchronization). */
+static int capturing = 0;
+static uint64_t loads = 0, unloads = 0, during_capture = 0;
 
 static hipError_t fail(hipError_t err) {
     last_error = err;
@@ -157,6 +163,19 @@ void fakehip_reset(void) {
     callback = NULL;
     pthread_mutex_unlock(&lock);
     last_error = hipSuccess;
+}
+void fakehip_set_capturing(int on) { capturing = on; }
+uint64_t fakehip_loads(void) { return loads; }
+uint64_t fakehip_unloads(void) { return unloads; }
+uint64_t fakehip_during_capture(void) { return during_capture; }
+static void note_capture(void) {
+    if (capturing) __atomic_add_fetch(&during_capture, 1, __ATOMIC_RELAXED);
+}
+hipError_t hipStreamIsCapturing(void *stream, int *status) {
+    (void)stream;
+    if (!status) return fail(hipErrorInvalidValue);
+    *status = capturing ? 1 : 0;  /* hipStreamCaptureStatusActive : ...None */
+    return hipSuccess;
 }
 void fakehip_set_device_count(int n) { device_count = n < 1 ? 1 : (n > MAX_DEVICES ? MAX_DEVICES : n); }
 void fakehip_set_mode(int m, fakehip_callback cb) {
@@ -221,7 +240,7 @@ hipError_t hipSetDevice(int device) {
     current_device = device;
     return hipSuccess;
 }
-hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
+hipError_t hipDeviceSynchronize(void) { note_capture(); return hipSuccess; }
 
 hipError_t hipGetLastError(void) {
     hipError_t err = last_error;
@@ -244,6 +263,7 @@ const char *hipGetErrorName(hipError_t err) {
 
 /* ---- memory -------------------------------------------------------------------- */
 hipError_t hipMalloc(void **ptr, size_t size) {
+    note_capture();
     __atomic_add_fetch(&api_calls, 1, __ATOMIC_RELAXED);
     if (!ptr) return fail(hipErrorInvalidValue);
     pthread_mutex_lock(&lock);
@@ -259,6 +279,7 @@ hipError_t hipMalloc(void **ptr, size_t size) {
 }
 hipError_t hipFree(void *ptr) { free(ptr); return hipSuccess; }
 hipError_t hipMemcpy(void *dst, const void *src, size_t size, int kind) {
+    note_capture();
     (void)kind;
     if (size && (!dst || !src)) return fail(hipErrorInvalidValue);
     memmove(dst, src, size);
@@ -309,7 +330,7 @@ hipError_t hipStreamCreate(void **stream) {
     return hipSuccess;
 }
 hipError_t hipStreamDestroy(void *stream) { free(stream); return hipSuccess; }
-hipError_t hipStreamSynchronize(void *stream) { (void)stream; return hipSuccess; }
+hipError_t hipStreamSynchronize(void *stream) { (void)stream; note_capture(); return hipSuccess; }
 hipError_t hipStreamWaitEvent(void *stream, void *event, unsigned flags) {
     (void)stream; (void)event; (void)flags;
     return hipSuccess;
@@ -329,7 +350,7 @@ hipError_t hipEventRecord(void *event, void *stream) {
     clock_gettime(CLOCK_MONOTONIC, &((fake_event *)event)->when);
     return hipSuccess;
 }
-hipError_t hipEventSynchronize(void *event) { (void)event; return hipSuccess; }
+hipError_t hipEventSynchronize(void *event) { (void)event; note_capture(); return hipSuccess; }
 
 /* ---- modules and launches ---------------------------------------------------------- */
 hipError_t hipModuleLoadData(void **module, const void *image) {
@@ -349,6 +370,9 @@ hipError_t hipModuleLoadData(void **module, const void *image) {
     memcpy(copy, image, size);
     m->image = copy;
     m->size = size;
+    m->hash = fnv1a(copy, size);
+    __atomic_add_fetch(&loads, 1, __ATOMIC_RELAXED);
+    note_capture();
     m->device = current_device;
     m->id = __atomic_fetch_add(&next_module_id, 1, __ATOMIC_RELAXED);
     *module = m;
@@ -358,6 +382,8 @@ hipError_t hipModuleUnload(void *module) {
     fake_module *m = module;
     if (!m) return fail(hipErrorInvalidResourceHandle);
     m->unloaded = 1;  /* kept, so a launch after unloading is caught */
+    __atomic_add_fetch(&unloads, 1, __ATOMIC_RELAXED);
+    note_capture();
     return hipSuccess;
 }
 hipError_t hipModuleGetFunction(void **function, void *module, const char *name) {
@@ -382,7 +408,7 @@ hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void 
 
 static fake_kernel_args *find_args(fake_function *f) {
     if (f->args) return f->args;
-    uint64_t hash = fnv1a(f->module->image, f->module->size);
+    uint64_t hash = f->module->hash;  /* (hashing the image per launch cost ~10 us) */
     pthread_mutex_lock(&lock);
     fake_kernel_args *found = NULL;
     for (fake_kernel_args *a = kernel_args; a; a = a->next)

@@ -88,6 +88,8 @@ class FakeHip:
         lib.fakehip_set_mode.argtypes = [ctypes.c_int, LAUNCH_CALLBACK]
         lib.fakehip_set_load_callback.argtypes = [LOAD_CALLBACK]
         lib.hipGetErrorName.restype = ctypes.c_char_p
+        for counter in ("fakehip_loads", "fakehip_unloads", "fakehip_during_capture"):
+            getattr(lib, counter).restype = ctypes.c_uint64
         self._known: set[int] = set()
         self.load_errors: list[str] = []
         self._on_load = LOAD_CALLBACK(self._register_kernels)  # kept alive here
@@ -133,6 +135,27 @@ class FakeHip:
                 return 1
         self._callback = LAUNCH_CALLBACK(callback)
         self.lib.fakehip_set_mode(CALLBACK, self._callback)
+
+    @contextlib.contextmanager
+    def capturing(self):
+        """Every stream reports an active capture (``hipStreamIsCapturing``) inside the
+        block, as while a CUDA/HIP graph is recorded."""
+        self.lib.fakehip_set_capturing(1)
+        try:
+            yield
+        finally:
+            self.lib.fakehip_set_capturing(0)
+
+    def module_loads(self) -> int:
+        return int(self.lib.fakehip_loads())
+
+    def module_unloads(self) -> int:
+        return int(self.lib.fakehip_unloads())
+
+    def calls_during_capture(self) -> int:
+        """Module loads or unloads, hipMalloc, hipMemcpy and synchronizations made while a
+        capture was on (none may be)."""
+        return int(self.lib.fakehip_during_capture())
 
     def fail_next(self, *, loads: int = 0, launches: int = 0, mallocs: int = 0) -> None:
         self.lib.fakehip_fail_next(loads, launches, mallocs)
@@ -287,6 +310,13 @@ class FakeHipRuntime:
     def reasons(self, device: Any) -> list[str]:
         return []
 
+    @property
+    def inspects_launches(self) -> bool:
+        return self.emulation is not None  # before_launch registers the operands
+
+    def is_capturing(self, stream: Any) -> bool:
+        return self._errors.is_capturing(stream)
+
     def arch(self, tensor: Any) -> str:
         return self.arch_name
 
@@ -299,7 +329,7 @@ class FakeHipRuntime:
     def current_stream(self, tensor: Any) -> int:
         return self.stream_handle
 
-    def stream_scope(self, stream: Any) -> contextlib.AbstractContextManager:
+    def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
     @contextlib.contextmanager

@@ -24,6 +24,7 @@ from inductor_flydsl.epilogue_spec import EpilogueSpec
 from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
 from inductor_flydsl.flydsl_backend.catalog import MX_REPRESENTATIVE
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
+from inductor_flydsl.flydsl_backend.ops import strict_launches
 from inductor_flydsl.numerics.gemm import validate_epilogue_output, validate_output
 from inductor_flydsl.template_loader import load_template
 from tests.fake_hip.harness import FakeHipRuntime, fake_hip
@@ -165,7 +166,8 @@ def test_the_arch_comes_from_the_device_not_the_environment(hip, monkeypatch) ->
 def test_launch_errors_raise_and_the_next_launch_works(recorded, hip) -> None:
     _mm(recorded)
     hip.fail_next(launches=1)
-    with pytest.raises(kernel_runner.FlydslLaunchError, match="hipErrorLaunchFailure"):
+    with strict_launches(), \
+            pytest.raises(kernel_runner.FlydslLaunchError, match="hipErrorLaunchFailure"):
         _mm(recorded)
     _mm(recorded)
     assert hip.launch_count() == 3  # the failed one reached HIP too
@@ -173,7 +175,8 @@ def test_launch_errors_raise_and_the_next_launch_works(recorded, hip) -> None:
 
 def test_a_failed_module_load_raises_and_is_not_cached(recorded, hip) -> None:
     hip.fail_next(loads=1)
-    with pytest.raises(kernel_runner.FlydslLaunchError, match="load or launch"):
+    with strict_launches(), \
+            pytest.raises(kernel_runner.FlydslLaunchError, match="load or launch"):
         _mm(recorded)
     assert recorded.cached() == 0
     _mm(recorded)  # loads again
@@ -210,7 +213,8 @@ def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
         raise pb.FlydslBuildError("build failed: injected")
 
     monkeypatch.setattr(pb, "build_for_launch", broken)
-    with pytest.raises(kernel_runner.FlydslLaunchError, match="not built: build failed"):
+    with strict_launches(), \
+            pytest.raises(kernel_runner.FlydslLaunchError, match="not built: build failed"):
         _mm(recorded, gemm.GemmConfig(tile_m=64, tile_n=32, tile_k=128, waves_m=1,
                                       waves_n=1, stages=2, group_m=1))
 
@@ -250,3 +254,80 @@ def test_a_launch_past_the_workspace_cap_is_computed_by_aten(recorded, hip,
     OPS.addmm_out(bias, a, b, out=out, config=_config_json(SPLIT), alpha=1.0, beta=1.0)
     validate_output("addmm", (bias, a, b), out, 1.0, 1.0)
     assert hip.launch_count() == 0
+
+
+# ---- warm launches bound once; failures outside benchmarking; graph captures (issue 42) --
+def test_warm_calls_take_the_bound_launch_and_stay_correct(emulated) -> None:
+    """The first call of a signature binds it; later calls with other tensors of the same
+    shapes (new pointers) and the 2-D bias row of addmm go through the bound launch, and
+    every result is right."""
+    config = _config_json(SMALL)
+    for op in ("mm", "addmm"):
+        for _ in range(3):
+            a, b, bias, out = make_operands(op, "bf16", "nt", 40, 64, 256)
+            if op == "mm":
+                OPS.mm_out(a, b, out=out, config=config)
+                validate_output("mm", (a, b), out, 1.0, 0.0)
+            else:
+                OPS.addmm_out(bias.reshape(1, -1), a, b, out=out, config=config, beta=0.5)
+                validate_output("addmm", (bias, a, b), out, 1.0, 0.5)
+    bound = [b for b in emulated._bound.values() if b is not None]
+    assert len(bound) == 2 and emulated.loads == 2  # one per op; 4 calls bound
+    assert emulated.runtime.emulation.runs == 6
+
+
+def test_split_k_keeps_the_full_path(emulated) -> None:
+    a, b, _, out = make_operands("mm", "bf16", "nt", 24, 64, 512)
+    for _ in range(2):
+        OPS.mm_out(a, b, out=out, config=_config_json(SPLIT))
+        validate_output("mm", (a, b), out, 1.0, 0.0)
+    assert list(emulated._bound.values()) == [None]  # its workspace is new every call
+
+
+def test_a_failure_in_the_forward_computes_with_aten(recorded, hip) -> None:
+    """Outside Inductor's benchmark, a launch that fails is computed with ATen, with one
+    warning (naming the kernel and the HIP error) per kernel, and never raises."""
+    from inductor_flydsl.db.layered import TuningDBWarning
+
+    config = gemm.GemmConfig(tile_m=16, tile_n=64, tile_k=128, waves_m=1, waves_n=1,
+                             stages=2, group_m=1)
+    a, b, _, out = make_operands("mm", "bf16", "nt", 32, 64, 256)
+    hip.fail_next(launches=1)
+    with pytest.warns(TuningDBWarning, match="computed with ATen.*hipErrorLaunchFailure"):
+        OPS.mm_out(a, b, out=out, config=_config_json(config))
+    torch.testing.assert_close(out, a @ b)
+    hip.fail_next(loads=1)
+    other = gemm.GemmConfig(tile_m=32, tile_n=64, tile_k=128, waves_m=1, waves_n=1,
+                            stages=2, group_m=1)
+    with pytest.warns(TuningDBWarning, match="computed with ATen"):
+        OPS.mm_out(a, b, out=out, config=_config_json(other))
+    torch.testing.assert_close(out, a @ b)
+
+
+def test_kernels_launched_under_a_capture_are_never_unloaded(hip) -> None:
+    """A graph captured with a kernel keeps its raw handle: the kernel is pinned when it
+    is launched while its stream captures, and the LRU then evicts only others. Inside the
+    capture nothing loads or unloads a module, allocates with HIP or synchronizes; a
+    kernel not loaded yet is not loaded there (the op computes that call with ATen)."""
+    other = gemm.GemmConfig(tile_m=32, tile_n=32, tile_k=128, waves_m=1, waves_n=1,
+                            stages=2, group_m=1)
+    third = gemm.GemmConfig(tile_m=16, tile_n=64, tile_k=128, waves_m=1, waves_n=1,
+                            stages=2, group_m=1)
+    with kernel_runner.use_runtime(FakeHipRuntime(hip), max_kernels=1) as runner:
+        _mm(runner)  # loaded before the capture, as the warm-up run loads it
+        unloads, during = hip.module_unloads(), hip.calls_during_capture()
+        with hip.capturing():
+            _mm(runner)  # captured: pinned (the bound launch)
+            _mm(runner, m=48)  # captured: pinned (the full path, another signature)
+            with pytest.warns(UserWarning, match="capturing a graph"):
+                _mm(runner, other)  # not loaded: no load inside the capture, ATen
+        assert hip.calls_during_capture() == during
+        assert runner.pinned() == 1
+        _mm(runner, other)  # after the capture: loaded, LRU-managed
+        _mm(runner, third)  # evicts `other`, never the pinned kernel
+        _mm(runner, other)
+        assert runner.evictions == 2 and runner.cached() == 2
+        launches = hip.launch_count()
+        _mm(runner)  # the captured kernel still launches: its module stays loaded
+        assert hip.launch_count() == launches + 1
+        assert hip.module_unloads() - unloads <= 2  # only the evicted ones

@@ -1,0 +1,81 @@
+"""Every choice of a selection in which a plugin backend (FlyDSL) is offered is timed the
+way the compiled graph will run it (issue 42).
+
+Inductor's default GPU benchmark (``InductorBenchmarker.benchmark_gpu``) times each call
+between two events after a cache-clearing fill; the host work before the kernel is
+enqueued (torch's dispatch, the op's checks, argument packing) lands inside the events
+while the GPU idles. That is how an eagerly launched graph pays for a kernel. But under
+``mode="max-autotune"`` the compiled graph runs inside CUDA/HIP graphs (cudagraph trees,
+``config.triton.cudagraphs``), where a launch costs no host time at all: timing with host
+dispatch there decides against a backend whose dispatch is in Python, whatever its kernel.
+
+So, for a selection holding a plugin candidate:
+
+- the compile will capture graphs (``config.triton.cudagraphs``): every choice, ATen,
+  Triton and FlyDSL alike, gets Inductor's own graph timing (``_benchmark_with_cudagraphs``:
+  captured once, the replay timed, ``benchmarker.benchmark_gpu_with_cuda_graph``; the
+  same flag ``autotune_select_algorithm(benchmark_with_cudagraphs=True)`` sets);
+- it will not: Inductor's default timing for every choice, host dispatch included, as the
+  graph will run them (nothing is changed).
+
+A selection with no plugin candidate is left exactly as Inductor times it (the rule:
+with the plugin on, plain Inductor's selections pick what they would pick).
+
+The mode is part of the DB key: a graph-timed selection's problem carries
+``timing=graph`` (:func:`timing_attrs`, read from the choices themselves, so the key says
+how they were really timed), and the FlyDSL candidates' ``hash_key`` carries it too, so
+neither the DB nor Inductor's own autotune cache serves a graph timing to an eager
+compile or the other way round. Eager and CPU timings keep the keys they always had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..timing_modes import EAGER, GRAPH, TimingMode
+from . import internals
+from .choice_state import state_of
+
+GRAPH_FLAG = "_benchmark_with_cudagraphs"  # ChoiceCaller's attribute (torch/_inductor/ir.py)
+TIMING_ATTR = "timing"
+
+
+def compile_uses_graphs() -> bool:
+    """Whether the graph being compiled will run under CUDA/HIP graphs: Inductor's
+    ``triton.cudagraphs`` (on in ``mode="max-autotune"``, off in
+    ``"max-autotune-no-cudagraphs"``), as the compile's config patches set it."""
+    return bool(internals.config.triton.cudagraphs)
+
+
+def offers_plugin_choice(choices: Sequence[Any]) -> bool:
+    return any(state_of(c) is not None for c in choices)
+
+
+def timed_with_graphs(choice: Any) -> bool:
+    return bool(getattr(choice, GRAPH_FLAG, False))
+
+
+def time_like_the_graph(choices: Sequence[Any]) -> TimingMode | None:
+    """Decide how the choices of one selection are timed, and set it on each; returns the
+    mode, or None when the selection holds no plugin candidate (Inductor's own timing,
+    untouched)."""
+    if not offers_plugin_choice(choices):
+        return None
+    if not compile_uses_graphs():
+        return EAGER
+    for choice in choices:
+        setattr(choice, GRAPH_FLAG, True)
+    return GRAPH
+
+
+def timing_mode_of(choices: Sequence[Any]) -> TimingMode | None:
+    """How the choices are timed, as the DB key records it: ``graph`` when they are timed
+    by graph replay, else None (Inductor's default timing, no attribute: the keys of
+    every earlier record stay as they were)."""
+    return GRAPH if choices and all(timed_with_graphs(c) for c in choices) else None
+
+
+def timing_attrs(choices: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+    mode = timing_mode_of(choices)
+    return ((TIMING_ATTR, mode),) if mode else ()
