@@ -25,9 +25,11 @@ Then:
     bf16 nt mm, every other variant with one representative config, three shapes.
 (b) speed on ``suites.DENSE_BF16_NT_SUITE`` (15 shapes; ``--quick``: 5): the best DEFAULT
     FlyDSL config vs ATen (``torch.mm``) vs Triton (``torch.compile`` max-autotune with
-    ``max_autotune_gemm_backends="TRITON"``), timed with ``triton.testing.do_bench``
-    (median, L2 flushed) or CUDA events when triton is absent; speedup is over the faster
-    of ATen and Triton, with the geomean over shapes.
+    ``max_autotune_gemm_backends="TRITON"``), each timed the way Inductor times a choice
+    (``--timing graph``, the default: captured once and the replay timed, as
+    max-autotune's cudagraph trees run them; ``--timing eager``: one call between events
+    after a cache flush, host dispatch included); speedup is over the faster of ATen and
+    Triton, with the geomean over shapes.
 
 (c) grouped GEMM (mixture of experts, ``templates/gemm_grouped.py``): numerics of every
     grouped DEFAULT config that fits the arch (bf16 and fp16, weights K- or N-contiguous)
@@ -267,27 +269,21 @@ def run_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[
 # ---------------------------------------------------------------------------
 
 
-def bench_ms(fn: Any, *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
-    """Median milliseconds of ``fn()``: triton.testing.do_bench, else CUDA events."""
-    try:
-        from triton.testing import do_bench
-    except ImportError:
-        do_bench = None
-    if do_bench is not None:
-        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    import torch
+TIMING = "graph"  # --timing
 
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(50):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+
+def bench_ms(fn: Any, *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    """Milliseconds of ``fn()`` the way Inductor times a choice (issue 42), for every
+    kernel alike: ``--timing graph`` (default) captures ``fn`` once and times the replay
+    (``benchmark_gpu_with_cuda_graph``: no host dispatch, as under cudagraph trees);
+    ``--timing eager`` one call between events after a cache flush
+    (``benchmark_gpu``: host dispatch included, as a graph without cudagraphs runs)."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    if TIMING == "graph":
+        return float(benchmarker.benchmark_gpu_with_cuda_graph(fn, warmup=warmup_ms,
+                                                               rep=rep_ms))
+    return float(benchmarker.benchmark_gpu(fn, warmup=warmup_ms, rep=rep_ms))
 
 
 def _triton_mm() -> Any:
@@ -791,6 +787,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the MX (MXFP8/MXFP4) GEMM numerics and speed")
     parser.add_argument("--skip-epilogues", action="store_true",
                         help="leave out the fused-epilogue comparison (rocm_epilogues.py)")
+    parser.add_argument("--skip-graphs", action="store_true",
+                        help="leave out FlyDSL under cudagraph trees and the recorded-vs-"
+                             "profiler timing check (rocm_graphs.py)")
+    parser.add_argument("--timing", choices=("graph", "eager"), default="graph",
+                        help="how the speed sections time each kernel: graph replay (as "
+                             "max-autotune's compiled graphs run, the default) or one call "
+                             "between events, host dispatch included (as a graph without "
+                             "cudagraphs runs)")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -807,7 +811,10 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", args.device)
     torch.cuda.set_device(device)
     log(f"validate_rocm: {pre.message}")
-    report: dict[str, Any] = {"preflight": pre.__dict__, "quick": args.quick}
+    global TIMING
+    TIMING = args.timing
+    report: dict[str, Any] = {"preflight": pre.__dict__, "quick": args.quick,
+                              "timing": args.timing}
     start = time.perf_counter()
     if not args.skip_numerics:
         rows = run_numerics(pre.arch, device, quick=args.quick, log=log)
@@ -835,6 +842,10 @@ def main(argv: list[str] | None = None) -> int:
 
         report["epilogues"] = run_epilogues(pre.arch, device, quick=args.quick, log=log,
                                             bench_ms=bench_ms)
+    if not args.skip_graphs:
+        from rocm_graphs import run_graphs
+
+        report["graphs"] = run_graphs(pre.arch, device, quick=args.quick, log=log)
     report["seconds"] = round(time.perf_counter() - start, 1)
     if args.out:
         args.out.write_text(markdown_report(report))
