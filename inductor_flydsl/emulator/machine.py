@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import (  # noqa: F401 (register opcodes)
+    ops_atomic,
     ops_matrix,
     ops_memory,
     ops_scalar,
@@ -102,18 +103,26 @@ class Machine:
         self.lds.write(addrs, data, w.wave_id, ins.index, fault, self._describe, op.op_id)
 
     # -- dispatch -------------------------------------------------------------------------
-    def run(self, kernarg_address: int, grid: Sequence[int], block: Sequence[int]) -> RunReport:
-        """Run every workgroup of a ``grid`` (in workgroups) of ``block``-sized workgroups."""
+    def run(self, kernarg_address: int, grid: Sequence[int], block: Sequence[int],
+            order: str | int = "forward") -> RunReport:
+        """Run every workgroup of a ``grid`` (in workgroups) of ``block``-sized workgroups,
+        one after another: ``order`` "forward" (x fastest, then y, then z), "reverse", or
+        an int seeding a random permutation (a kernel whose workgroups cooperate through
+        global memory must be right in any order)."""
         gx, gy, gz = [*grid, 1, 1][:3]
         threads = int(np.prod(block))
         if threads <= 0 or threads > 1024:
             raise EmulatorError(f"bad workgroup size {tuple(block)}")
+        ids = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+        if order == "reverse":
+            ids.reverse()
+        elif isinstance(order, int) and not isinstance(order, bool):
+            ids = [ids[i] for i in np.random.default_rng(order).permutation(len(ids))]
+        elif order != "forward":
+            raise ValueError(f"order must be 'forward', 'reverse' or an int seed, not {order!r}")
         report = RunReport()
-        for z in range(gz):
-            for y in range(gy):
-                for x in range(gx):
-                    self._run_workgroup((x, y, z), tuple([*block, 1, 1][:3]),
-                                        kernarg_address, report)
+        for wg in ids:
+            self._run_workgroup(wg, tuple([*block, 1, 1][:3]), kernarg_address, report)
         return report
 
     def _init_wave(self, index: int, wg: tuple[int, int, int], block: tuple[int, int, int],

@@ -46,7 +46,7 @@ def kernel(body: str, *, arch: str = "gfx950", lds: int = 0) -> str:
 
 def run(body: str, *, arch: str = "gfx950", lds: int = 0, threads: int = 64, groups: int = 1,
         buffer: np.ndarray | None = None, budget: int = 10_000,
-        hazards: str = "error") -> tuple[RunReport, np.ndarray]:
+        hazards: str = "error", order: str | int = "forward") -> tuple[RunReport, np.ndarray]:
     """Run a kernel whose only argument (s[0:1] after the kernarg load) is ``buffer``.
 
     Returns the run report (its ``last_waves`` hold the final registers) and the buffer
@@ -59,7 +59,7 @@ def run(body: str, *, arch: str = "gfx950", lds: int = 0, threads: int = 64, gro
     kernarg = np.frombuffer(np.uint64(base).tobytes(), np.uint8).copy()
     address = memory.add("kernarg", kernarg, writable=False)
     machine = Machine(program, memory, budget=budget, hazards=hazards)
-    report = machine.run(address, (groups, 1, 1), (threads, 1, 1))
+    report = machine.run(address, (groups, 1, 1), (threads, 1, 1), order)
     return report, data
 
 
