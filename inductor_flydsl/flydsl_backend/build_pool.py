@@ -1,8 +1,10 @@
 """Worker processes that compile FlyDSL jobs, each worker taking its next job itself.
 
-Used by the compile catalog (``compile-check``: one pool per run, :func:`run_pool`) and by
-the parallel candidate builds of a compile (:mod:`.prebuild`: one pool kept for the
-process, its workers started and warmed up when the plugin is enabled). MLIR compiles
+Used by the compile catalog (``compile-check``: one pool per run, :func:`run_pool`, in the
+CLI's own process) and by the parallel candidate builds of a compile (:mod:`.prebuild`:
+one pool kept for the process, its workers started and warmed up when the plugin is
+enabled; the pool lives in a build server of its own, :mod:`.build_server`, which forks
+the workers from its only thread, so no user ``__main__`` is imported). MLIR compiles
 single-threaded, so one job runs at a time per process. This is a small dedicated pool
 rather than ``concurrent.futures``, because an executor can neither stop one overrunning
 task nor tell which task killed a worker (a dead worker breaks the executor and fails
@@ -252,6 +254,18 @@ class WorkerPool:
         if run.error:
             raise RuntimeError(run.error)
 
+    def serve_with_input(self, fd: int, on_input: Callable[[], bool],
+                         after_step: Callable[[], None] | None = None) -> None:
+        """Serve the pool in this thread, calling ``on_input()`` whenever ``fd`` is
+        readable, until it returns False; ``after_step`` after every step. For a process
+        whose only thread serves the pool, so its workers may be forked from it
+        (:mod:`.build_server`)."""
+        while True:
+            if fd in self._step([fd]) and not on_input():
+                return
+            if after_step is not None:
+                after_step()
+
     def serve_in_background(self) -> None:
         with self._lock:
             if self._thread is not None:
@@ -377,7 +391,9 @@ class WorkerPool:
                 self._report(message[1], "result", message[2],
                              message[3] - worker.started, message[3])
 
-    def _step(self) -> None:
+    def _step(self, extra: list[int] | tuple[int, ...] = ()) -> list[Any]:
+        """One round: start missing workers, wait for messages, deaths and timeouts (and
+        the file descriptors ``extra``) at most a second; returns what became ready."""
         self._spawn_missing()
         with self._lock:
             workers = list(self._workers)
@@ -385,6 +401,7 @@ class WorkerPool:
         busy = [w.started + self.timeout_s - now for w in workers if w.current is not None]
         waitables: list[Any] = [self._wake_r]
         waitables += [w.conn for w in workers] + [w.proc.sentinel for w in workers]
+        waitables += list(extra)
         ready = multiprocessing.connection.wait(waitables, max(0.05, min([1.0, *busy])))
         if self._wake_r in ready:
             with contextlib.suppress(OSError):
@@ -417,6 +434,7 @@ class WorkerPool:
             if run.settled():
                 with self._lock:
                     self._finish(run)
+        return ready
 
     def _retire(self, worker: _Worker) -> None:
         with self._lock:

@@ -9,10 +9,12 @@ so a compiling thread that holds the GIL does not idle them; a crashing or overr
 build recorded against its own candidate and its worker replaced).
 
 The pool is kept for the process. It is made when the plugin is enabled on a device that
-can run FlyDSL (:func:`prewarm`), and its workers are forked from a fork server that has
-imported torch and FlyDSL once (:func:`build_context`); each worker then compiles one
-throwaway kernel (:func:`warm_up_job`, not cached), so the first shape's builds pay
-neither the imports nor FlyDSL's first compile in a process.
+can run FlyDSL (:func:`prewarm`). Its workers live in a build server, a process started
+from the package's own entry point (:mod:`.build_server`, through :mod:`.build_client`),
+so a user's script without a ``__main__`` guard is never run again by them; the server
+imports torch and FlyDSL once (:data:`PRELOAD`) and forks its workers; each worker then
+compiles one throwaway kernel (:func:`warm_up_job`, not cached), so the first shape's
+builds pay neither the imports nor FlyDSL's first compile in a process.
 
 Each build compiles in a worker, for the arch the launch's device has, with the FlyDSL
 settings (``FLYDSL_*``, e.g. ``FLYDSL_RUNTIME_CACHE_DIR``) the compiling process has when
@@ -45,7 +47,6 @@ from typing import Any
 
 from .. import settings
 from ..noise import cpu_count
-from ..settings import BUILD_SERVER_MARK
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
@@ -159,7 +160,7 @@ class Build:
     """One variant's build: ``done`` is set once ``result`` holds its outcome."""
 
     job: Any = None  # the catalog Job
-    pool_run: Any = None  # the build_pool.PoolRun it belongs to
+    pool_run: Any = None  # the build_client.ServerRun it belongs to
     index: int = -1  # its job index in that run
     done: threading.Event = field(default_factory=threading.Event)
     result: CompileResult | None = None
@@ -216,41 +217,25 @@ def _build_cost(config: dict[str, int]) -> int:
             * config.get("stages", 1))
 
 
-# Imported once by the fork server; every build worker is forked from it with these
-# loaded, so a worker starts in milliseconds instead of importing torch and FlyDSL.
-PRELOAD = ["torch", "flydsl.compiler", BUILD_SERVER_MARK,  # this module
+# Imported once by the build server (:mod:`.build_server`); every build worker is forked
+# from it with these loaded, so a worker starts in milliseconds instead of importing torch
+# and FlyDSL.
+PRELOAD = ["torch", "flydsl.compiler", "inductor_flydsl.flydsl_backend.prebuild",  # this
            "inductor_flydsl.flydsl_backend.catalog"]
-_context: Any = None
-
-
-def build_context() -> Any:
-    """The multiprocessing context of build workers: a fork server that preloads
-    :data:`PRELOAD` (a clean process started by exec: no GPU context and no threads of
-    the compiling process are inherited)."""
-    global _context
-    with _lock:
-        if _context is None:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(PRELOAD)
-            _context = ctx
-        return _context
 
 
 def build_pool(min_workers: int = 0) -> Any:
     """This process's build pool (made on first use, and again when the worker setting
     changed or the pool broke); None when parallel builds are off and ``min_workers`` is
     0 (a launch asks for 1: every build runs in a worker). Its workers are started by its
-    own thread, so this never waits for them."""
+    build server, so this never waits for them."""
     global _pool
-    from .build_pool import WorkerPool
+    from .build_client import BuildServerPool
     from .catalog import BUILD_FN
 
     workers = max(min_workers, build_workers(MAX_WORKERS))
     if workers < 1:
         return _pool if _pool is not None and _pool.pid == os.getpid() else None
-    context = build_context()
     with _lock:
         old = _pool
         if old is not None and old.pid != os.getpid():  # inherited by fork: not ours
@@ -259,15 +244,14 @@ def build_pool(min_workers: int = 0) -> Any:
             _pool = None
             threading.Thread(target=old.shutdown, daemon=True).start()
         if _pool is None:
-            _pool = WorkerPool(workers, _timeout_s(), BUILD_FN, context=context,
-                               warm_up_job=warm_up_job(), idle_exit_s=IDLE_EXIT_S)
-            _pool.serve_in_background()
+            _pool = BuildServerPool(workers, _timeout_s(), BUILD_FN, preload=PRELOAD,
+                                    warm_up_job=warm_up_job(), idle_exit_s=IDLE_EXIT_S)
         _pool.timeout_s = _timeout_s()
         return _pool
 
 
 def prewarm() -> None:
-    """Make the build pool now: its thread starts the fork server (which imports torch and
+    """Make the build pool now: it starts the build server (which imports torch and
     FlyDSL once, about 3 s of one core) and the workers, each warmed up with one
     throwaway compile, so the first shape's builds start at once. Called when the plugin
     is enabled on a device where FlyDSL candidates can be offered; no-op when parallel

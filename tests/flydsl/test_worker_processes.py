@@ -1,6 +1,8 @@
-"""``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered starts one build pool: its
-fork server imports torch (so the plugin's ``torch.backends`` entry point runs there) and
-must not enable the plugin again, or every fork server would start another one.
+"""``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered starts one build pool: one
+build server (``python -m inductor_flydsl.flydsl_backend.build_server``) whose workers are
+forked from it. The server imports torch (so the plugin's ``torch.backends`` entry point
+runs there) and must not enable the plugin again, or every server would start another one
+(issue 36: a chain of fork servers, one more every few seconds).
 
 Run for real: a child process with ``INDUCTOR_FLYDSL=1`` and the provider's runtime check
 forced to pass (tests/faults/sitecustomize.py, inherited by every descendant), whose
@@ -84,19 +86,25 @@ def test_enabled_plugin_starts_one_pool_and_its_server_only(tmp_path: Path) -> N
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     assert data["enabled"] and data["ready"], data
     procs = data["procs"]  # pid -> [depth below the child, command line]
-    servers = [c for d, c in procs.values() if d == 1 and "forkserver" in c]
+    servers = [c for d, c in procs.values() if d == 1 and "build_server" in c]
+    workers = [c for d, c in procs.values() if d == 2 and "build_server" in c]
     trackers = [c for d, c in procs.values() if "resource_tracker" in c]
-    workers = [c for d, c in procs.values() if d == 2 and "forkserver" in c]
-    # before the fix: every server's preload enabled the plugin again, which started
-    # another server (and resource tracker) below it, one level every few seconds
-    assert len(servers) == 1 and len(trackers) == 1, procs
+    # before issue 36's fix: every server enabled the plugin again, which started another
+    # server below it, one level every few seconds
+    assert len(servers) == 1 and len(trackers) <= 1, procs
     assert max(d for d, _ in procs.values()) == 2, procs
-    assert data["workers"] == 2 and len(workers) <= 2, procs
-    assert len(procs) <= data["workers"] + 2, procs  # the workers, the server, the tracker
+    assert not any("forkserver" in c for _, c in procs.values()), procs
+    assert data["workers"] == 2 and len(workers) == 2, procs  # warm: both started
+    assert len(procs) <= data["workers"] + 2, procs  # the workers, the server, a tracker
 
 
-def test_the_fork_server_mark_is_a_module_it_preloads() -> None:
-    from inductor_flydsl.flydsl_backend import prebuild
-    from inductor_flydsl.settings import BUILD_SERVER_MARK
+def test_the_build_server_never_enables_the_plugin() -> None:
+    """Its environment turns the plugin off, and its import path is this process's."""
+    import sys
 
-    assert prebuild.__name__ == BUILD_SERVER_MARK and BUILD_SERVER_MARK in prebuild.PRELOAD
+    from inductor_flydsl.flydsl_backend.build_client import server_environment
+    from inductor_flydsl.settings import ENABLE
+
+    env = server_environment()
+    assert ENABLE.read(env) is False
+    assert env["PYTHONPATH"].split(os.pathsep)[:1] == [sys.path[0] or os.getcwd()]
