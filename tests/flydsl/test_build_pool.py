@@ -1,4 +1,6 @@
-"""The build pool (inductor_flydsl/flydsl_backend/build_pool.py) with real worker processes.
+"""The build pool (inductor_flydsl/flydsl_backend/build_pool.py) with real worker processes,
+in this process (``in-process``: as compile-check runs it) and in a build server
+(``server``: build_client.py / build_server.py, as a compile runs it).
 
 Stand-in job functions (below; the workers import this module) time and pace the jobs;
 the last test builds real FlyDSL candidates through prebuild.py's pool."""
@@ -10,10 +12,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import build_pool, prebuild
+from inductor_flydsl.flydsl_backend import build_client, build_pool, prebuild
 
 HERE = str(Path(__file__).parent)
 
@@ -52,6 +55,16 @@ def importable(monkeypatch: pytest.MonkeyPatch) -> str:
     return f"{__name__}:paced_job"
 
 
+@pytest.fixture(params=["in-process", "server"])
+def make_pool(request: pytest.FixtureRequest, importable: str):
+    """A pool of ``n`` workers running the stand-in jobs, either kind."""
+    def make(n: int, timeout_s: float = 60, **kwargs: Any) -> Any:
+        if request.param == "server":
+            return build_client.BuildServerPool(n, timeout_s, importable, **kwargs)
+        return build_pool.WorkerPool(n, timeout_s, importable, **kwargs)
+    return make
+
+
 def _collect(events: list, lock: threading.Lock):
     def on_event(event: build_pool.PoolEvent) -> None:
         with lock:
@@ -59,18 +72,18 @@ def _collect(events: list, lock: threading.Lock):
     return on_event
 
 
-def _start(pool: build_pool.WorkerPool) -> None:
+def _start(pool: Any) -> None:
     """Start the pool's workers and serving thread, and wait until the workers are warm."""
     pool.prewarm()
     pool.serve_in_background()
     assert pool.wait_ready(60)
 
 
-def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(importable: str) -> None:
+def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(make_pool) -> None:
     """The parent's serving thread cannot run while another thread holds the GIL (here a
     Python loop under a 2 s switch interval, standing in for MLIR's pass manager); the
     workers take their next jobs themselves, so all 12 jobs of 0.1 s run meanwhile."""
-    pool = build_pool.WorkerPool(2, 60, importable)
+    pool = make_pool(2)
     events: list = []
     lock = threading.Lock()
     try:
@@ -98,12 +111,12 @@ def test_workers_keep_taking_jobs_while_the_parent_holds_the_gil(importable: str
 
 
 def test_warm_workers_serve_runs_in_turn_and_a_crash_costs_its_job(
-        importable: str, tmp_path: Path) -> None:
+        make_pool, tmp_path: Path) -> None:
     """A kept pool: workers warm up once (marker files), serve two runs, and a job that
     aborts its worker is reported crashed while a new worker finishes the run."""
     warm = {"template": "t", "config": {"warm": 1}, "arch": "a", "dtype": "d", "layout": "l",
             "op": "o", "extra": {"marker_dir": str(tmp_path)}}
-    pool = build_pool.WorkerPool(2, 60, importable, warm_up_job=warm)
+    pool = make_pool(2, warm_up_job=warm)
     events: list = []
     lock = threading.Lock()
     try:
@@ -127,8 +140,28 @@ def test_warm_workers_serve_runs_in_turn_and_a_crash_costs_its_job(
     assert pool.workers_started == 3  # the crashed worker was replaced
 
 
-def test_idle_workers_exit_and_come_back_for_work(importable: str) -> None:
-    pool = build_pool.WorkerPool(2, 60, importable, idle_exit_s=0.5)
+def test_an_overrunning_job_times_out_alone(make_pool) -> None:
+    """A job past ``timeout_s`` has its worker killed and is reported ``timeout``; the
+    other jobs of its run finish (a fresh worker takes the place of the killed one)."""
+    pool = make_pool(2, timeout_s=1.0)
+    payloads = _payloads(4, 0.05)
+    payloads[1]["config"]["sleep"] = 30
+    events: list = []
+    lock = threading.Lock()
+    try:
+        _start(pool)
+        run = pool.submit(payloads, _collect(events, lock))
+        assert run is not None and run.done.wait(60)
+    finally:
+        pool.shutdown()
+    assert {e.index: e.kind for e in events} == {0: "result", 1: "timeout", 2: "result",
+                                                 3: "result"}
+    timeout = next(e for e in events if e.kind == "timeout")
+    assert run.timed_out == [1] and "timed out after 1 s" in timeout.detail
+
+
+def test_idle_workers_exit_and_come_back_for_work(make_pool) -> None:
+    pool = make_pool(2, idle_exit_s=0.5)
     events: list = []
     lock = threading.Lock()
     try:
