@@ -80,10 +80,12 @@ ARCHS = ("gfx950", "gfx942")
 TILE_MN_CHOICES = (16, 32, 64, 128, 256)
 TILE_K_CHOICES = (32, 64, 128, 256)
 WAVES_CHOICES = (1, 2, 4)
-STAGES_CHOICES = (1, 2, 3, 4)
+STAGES_CHOICES = (1, 2, 3, 4, 5, 6, 7)
+DEEP_STAGES_MAX_TILE = 64 * 64  # more than 4 stages: small tiles only (decode)
 REGISTER_PATH_MAX_STAGES = 2  # gfx942: single or double buffer
 GROUP_M_CHOICES = (1, 4, 8, 16)
-SPLIT_K_CHOICES = (1, 2, 4, 8)
+SPLIT_K_CHOICES = (1, 2, 4, 8, 16)
+VMCNT_MAX = 63  # gfx9's vmcnt field: loads a wait can leave in flight
 MAX_WAVES = 8
 
 WAVE_SIZE = 64
@@ -170,15 +172,40 @@ class TileConfig:
 
 @dataclass(frozen=True)
 class GemmConfig(TileConfig):
-    """One point of the dense GEMM search space (all fields are compile-time)."""
+    """One point of the dense GEMM search space (all fields are compile-time).
+
+    ``reduce_in_launch`` (split-K only): 1 = the split-K partials are added inside the
+    same launch by the last-arriving wave of each output sub-tile (an arrival counter per
+    sub-tile), 0 = by a torch sum after the kernel. Both are deterministic: the partials
+    are added in slice order either way. Left out of the JSON when 0, so every config
+    made before it keeps its key."""
 
     split_k: int = 1
+    reduce_in_launch: int = 0
 
     CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {
         "tile_m": TILE_MN_CHOICES, "tile_n": TILE_MN_CHOICES, "tile_k": TILE_K_CHOICES,
         "waves_m": WAVES_CHOICES, "waves_n": WAVES_CHOICES, "stages": STAGES_CHOICES,
-        "group_m": GROUP_M_CHOICES, "split_k": SPLIT_K_CHOICES,
+        "group_m": GROUP_M_CHOICES, "split_k": SPLIT_K_CHOICES, "reduce_in_launch": (0, 1),
     }
+
+    def validate(self) -> None:
+        super().validate()
+        if self.reduce_in_launch and self.split_k == 1:
+            raise ValueError("reduce_in_launch=1 needs split_k > 1")
+        if self.stages > 4 and self.tile_m * self.tile_n > DEEP_STAGES_MAX_TILE:
+            raise ValueError(f"stages={self.stages}: more than 4 stages only for tiles of at "
+                             f"most {DEEP_STAGES_MAX_TILE} elements (decode)")
+        loads = sum(loads_per_thread(self))
+        if (self.stages - 2) * loads > VMCNT_MAX:
+            raise ValueError(f"stages={self.stages}: {(self.stages - 2) * loads} loads in "
+                             f"flight per wait, over vmcnt's {VMCNT_MAX}")
+
+    def to_json(self) -> dict[str, int]:
+        data = asdict(self)
+        if not data["reduce_in_launch"]:
+            del data["reduce_in_launch"]
+        return data
 
 
 def tile_of_workgroup(pid, num_pid_m, num_pid_n, group_m: int):
@@ -420,6 +447,8 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
     stages = config.stages
     group_m = config.group_m
     split_k = config.split_k
+    reduce_here = split_k > 1 and bool(config.reduce_in_launch)
+    waves = config.waves_m * config.waves_n
     # gfx950 NT: both operands K-contiguous -> direct-to-LDS loads into swizzled LDS.
     use_async = uses_async_lds(layout, arch)
     ldk = tk if use_async else tk + LDS_PAD
@@ -788,7 +817,40 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                         else:
                             fx.ptr_store(value.to(elem), c_ptr + ((m0 + row) * ldc + n0 + col))
 
-    return _launcher(config, grouped, ASTRewriter.transform(gemm_body), spec is not None)
+            if const_expr(reduce_here):
+                # Split-K inside the launch: each wave, once its fp32 partial sub-tile is
+                # stored, arrives at its sub-tile's counter (one atomic add, acquire-release at
+                # agent scope: its stores are visible before, the others' after). The wave that
+                # arrives last (the counter read split_k - 1) adds the split_k partials in slice
+                # order, so the result does not depend on the order the workgroups ran in,
+                # writes the output in its dtype and resets the counter to 0 for the next
+                # launch; the others are done. Nothing waits on another workgroup.
+                out, ldo = extras[0]
+                counters, _ = extras[1]
+                counter = fx.get_iter(counters) + (pid * waves + wave)
+                arrived = fx.atomic_add(counter, (lane < 1).select(fx.Int32(1), fx.Int32(0)),
+                                        syncscope=fx.rocdl.SyncScope.Agent,
+                                        ordering=fx.AtomicOrdering.AcqRel)
+                before = fx.Int32(rocdl.readfirstlane(fx.Int32.ir_type, arrived))
+                if before == split_k - 1:
+                    parts = fx.get_iter(C)
+                    out_ptr = fx.get_iter(out)
+                    for i in range_constexpr(rep_m):
+                        for j in range_constexpr(rep_n):
+                            row = row_base + i * 16
+                            col = col_base + j * 16
+                            if (row < m_left) and (col < n_left):
+                                at = (m0 + row) * ldc + n0 + col
+                                total = fx.ptr_load(parts + at, acc_type)
+                                for z in range_constexpr(1, split_k):
+                                    part = fx.ptr_load(parts + (at + z * batch_c), acc_type)
+                                    total = total + part
+                                fx.ptr_store(total.to(elem),
+                                             out_ptr + ((m0 + row) * ldo + n0 + col))
+                    fx.ptr_store(fx.Int32(0), counter)
+
+    return _launcher(config, grouped, ASTRewriter.transform(gemm_body),
+                     spec is not None or reduce_here)
 
 
 def _launcher(config: GemmConfig, grouped: bool, body: Callable, fused: bool) -> Callable:
@@ -1010,8 +1072,10 @@ def example_args(config: GemmConfig, *, dtype: str, layout: str, op: str,
     out = torch.zeros(*batch, m, n, dtype=out_dtype)
     bias = torch.zeros(n, dtype=torch_dtype) if op == "addmm" else None
     extras = () if spec is None else epilogue_operands(spec, m, n, torch.zeros)
+    counters = (torch.zeros(MAX_COUNTERS, dtype=torch.int32)
+                if config.split_k > 1 and config.reduce_in_launch else None)
     return launcher_args(a, b, bias, out, 1.0, 1.0, workspace=split_k_workspace(config, out),
-                         epilogue=epilogue, extras=extras)
+                         epilogue=epilogue, extras=extras, counters=counters)
 
 
 def epilogue_operands(spec, m: int, n: int, make: Callable) -> tuple:
@@ -1084,6 +1148,47 @@ def split_k_workspace(config: GemmConfig, out):
     return torch.empty((config.split_k, *out.shape), dtype=torch.float32, device=out.device)
 
 
+_COUNTERS: dict = {}  # (device, stream) -> int32 arrival counters, zeroed once
+MAX_COUNTERS = 1 << 16  # sub-tiles (output tiles x waves) one in-launch reduction serves
+
+
+def counters_reason(config: GemmConfig, m: int, n: int) -> str | None:
+    """Why an in-launch split-K reduction cannot serve an ``m x n`` output: it needs an
+    arrival counter per output tile and wave, at most :data:`MAX_COUNTERS`; None when it
+    can (or the config does not reduce in its launch)."""
+    if not (config.split_k > 1 and config.reduce_in_launch):
+        return None
+    tiles = -(-m // config.tile_m) * -(-n // config.tile_n)
+    needed = tiles * config.waves_m * config.waves_n
+    if needed > MAX_COUNTERS:
+        return (f"in-launch split-K reduction needs {needed} arrival counters, over "
+                f"{MAX_COUNTERS}")
+    return workspace_reason(config, m, n)
+
+
+def split_k_counters(config: GemmConfig, out, stream_key=None):
+    """The arrival counters of an in-launch split-K reduction (:data:`MAX_COUNTERS` int32,
+    zeroed when first made): one buffer per device and stream (``stream_key``), made once
+    and kept, since every launch leaves its counters at 0 again (the last-arriving wave of
+    a sub-tile resets its own). A launch on one stream never overlaps another on the same
+    stream, so they never share a counter in flight. Made on first use, outside any
+    CUDA-graph capture (a compile runs the graph once before capturing it); None when the
+    config does not reduce in its launch."""
+    if not (config.split_k > 1 and config.reduce_in_launch):
+        return None
+    import torch
+
+    reason = counters_reason(config, out.shape[-2], out.shape[-1])
+    if reason:
+        raise ValueError(reason)
+    key = (str(out.device), stream_key)
+    buffer = _COUNTERS.get(key)
+    if buffer is None:
+        buffer = _COUNTERS[key] = torch.zeros(MAX_COUNTERS, dtype=torch.int32,
+                                              device=out.device)
+    return buffer
+
+
 def reduce_split_k(workspace, out) -> None:
     """``out = sum of the partials`` (alpha and bias are already in them), in fp32 and
     rounded once, with torch ops on the current stream."""
@@ -1093,7 +1198,7 @@ def reduce_split_k(workspace, out) -> None:
 
 
 def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
-                  epilogue: str = "", extras=()) -> tuple:
+                  epilogue: str = "", extras=(), counters=None) -> tuple:
     """Positional arguments of a :func:`build_gemm` launcher for these tensors.
 
     ``a``: (M, K) or (batch, M, K); ``b``: (K, N) or (batch, K, N); ``out``: (M, N) or
@@ -1104,6 +1209,9 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
     ``epilogue`` (canonical JSON, ``""``: none) with ``extras``, its operand tensors in
     spec order (checked by :func:`epilogue_args`), appends the fused kernel's operand
     slots and their leading strides; ``out`` must then have the spec's ``out_dtype``.
+    ``counters`` (an in-launch split-K reduction, from :func:`split_k_counters`, with a
+    ``workspace``) fills those slots with ``out`` (row stride in the first stride slot)
+    and the counters: the kernel writes ``out`` itself.
     """
     layout = infer_layout(a, b)
     m, k = a.shape[-2], a.shape[-1]
@@ -1115,6 +1223,9 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
     batched = a.dim() == 3
     batch = a.shape[0] if batched else 1
     batch_strides = (a.stride(0), b.stride(0), out.stride(0)) if batched else (0, 0, 0)
+    final = out
+    if counters is not None and workspace is None:
+        raise ValueError("an in-launch split-K reduction needs its workspace")
     if workspace is not None:
         if batched:
             raise ValueError("split-K serves mm and addmm, not bmm")
@@ -1128,6 +1239,10 @@ def launcher_args(a, b, bias, out, alpha: float, beta: float, workspace=None, *,
     if bias is not None and bias.stride(-1) != 1:
         raise ValueError("bias must have unit stride")
     fused = epilogue_args(parse_epilogue(epilogue), extras, out, m, n) if epilogue else ()
+    if counters is not None:
+        if epilogue:
+            raise ValueError("an in-launch split-K reduction takes no epilogue")
+        fused = (final, counters, final, final, final.stride(-2), 0, 0, 0)
     if extras and not epilogue:
         raise ValueError(f"{len(extras)} epilogue operand(s) given without an epilogue")
     return (
@@ -1236,7 +1351,10 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
         return
     with runner.stream_scope(stream):  # the workspace and the reduction on the op's stream
         workspace = split_k_workspace(config, out)
+        counters = split_k_counters(config, out,
+                                    stream_key=getattr(stream, "cuda_stream", None))
         args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
-                             epilogue=epilogue, extras=extras)
+                             epilogue=epilogue, extras=extras, counters=counters)
         runner.run(variant, args, stream, a)
-        reduce_split_k(workspace, out)
+        if counters is None:
+            reduce_split_k(workspace, out)

@@ -114,7 +114,8 @@ def random_epilogue_operands(template: Any, spec: Any, m: int, n: int, *, seed: 
 def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: str, layout: str,
                  m: int, n: int, k: int, batch: int = 2, seed: int = 0, alpha: float = 1.0,
                  beta: float = 1.0, budget: int = DEFAULT_BUDGET,
-                 hazards: str = "error", epilogue: str = "") -> GemmEmulation:
+                 hazards: str = "error", epilogue: str = "",
+                 order: str | int = "forward") -> GemmEmulation:
     """Emulate ``template``'s kernel compiled to ``isa_text`` on one random problem.
 
     ``ok`` needs a correct result, no LDS race and no hazard. With ``hazards="record"``
@@ -126,6 +127,8 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
         return _emulate_fused(isa_text, template, config, op=op, dtype=dtype, layout=layout,
                               shape=(m, n, k), seed=seed, alpha=alpha, beta=beta,
                               budget=budget, hazards=hazards, epilogue=epilogue)
+    import torch
+
     from ..numerics.gemm import reference
     from ..numerics.tolerances import check_close
 
@@ -134,15 +137,26 @@ def emulate_gemm(isa_text: str, template: Any, config: Any, *, op: str, dtype: s
     start = time.perf_counter()
     try:
         a, b, bias, out = make_operands(op, dtype, layout, m, n, k, batch=batch, seed=seed)
-        # split-K: the kernel writes fp32 partials, the template's host code adds them
+        # split-K: the kernel writes fp32 partials; the template's host code adds them,
+        # or (reduce_in_launch) the kernel's last-arriving wave of each sub-tile does
         workspace = template.split_k_workspace(config, out)
         if workspace is not None:
             workspace.fill_(float("nan"))  # a partial the kernel never writes shows up
-        args = template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace)
+        counters = None
+        if workspace is not None and getattr(config, "reduce_in_launch", 0):
+            counters = torch.zeros(template.MAX_COUNTERS, dtype=torch.int32)
+        args = template.launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
+                                      counters=counters)
         report, bindings = run_kernel(isa_text, *template.kernel_launch(config, args),
-                                      budget=budget, hazards=hazards)
+                                      budget=budget, hazards=hazards, order=order)
         note_run(result, report)
-        if workspace is not None:
+        if counters is not None:
+            left = bindings.read_back(counters)
+            if int(left.count_nonzero()):
+                raise EmulatorError(f"{int(left.count_nonzero())} arrival counters were not "
+                                    "reset to 0 by the launch")
+            got = bindings.read_back(out)
+        elif workspace is not None:
             template.reduce_split_k(bindings.read_back(workspace), out)
             got = out
         else:
@@ -196,7 +210,8 @@ def _emulate_fused(isa_text: str, template: Any, config: Any, *, op: str, dtype:
 
 
 def run_kernel(isa_text: str, kernel_args: tuple, grid: tuple, block: tuple, *,
-               budget: int = DEFAULT_BUDGET, hazards: str = "error") -> tuple[Any, Bindings]:
+               budget: int = DEFAULT_BUDGET, hazards: str = "error",
+               order: str | int = "forward") -> tuple[Any, Bindings]:
     """Run ``isa_text``'s kernel once on ``kernel_args`` (tensors are bound into emulated
     global memory): the machine's run report and the bindings to read tensors back."""
     program = parse_program(isa_text)
@@ -205,7 +220,7 @@ def run_kernel(isa_text: str, kernel_args: tuple, grid: tuple, block: tuple, *,
     kernarg = pack_kernargs(program.kernel, kernel_args, bindings)
     kernarg_address = memory.add("kernarg", kernarg, writable=False)
     machine = Machine(program, memory, budget=budget, hazards=hazards)
-    return machine.run(kernarg_address, grid, block), bindings
+    return machine.run(kernarg_address, grid, block, order), bindings
 
 
 def note_run(result: GemmEmulation, report: Any) -> None:

@@ -11,7 +11,7 @@ from .resources import estimate
 _tpl = load_template("gemm_dense")
 GemmConfig = _tpl.GemmConfig
 
-# (tile_m, tile_n, tile_k, waves_m, waves_n, stages, group_m[, split_k])
+# (tile_m, tile_n, tile_k, waves_m, waves_n, stages, group_m[, split_k[, reduce_in_launch]])
 _DEFAULT_TUPLES = (
     # skinny M (decode-like shapes, M <= 32)
     (16, 32, 128, 1, 1, 2, 1),
@@ -33,6 +33,20 @@ _DEFAULT_TUPLES = (
     (16, 64, 256, 1, 1, 2, 1, 4),
     (32, 64, 256, 1, 2, 2, 1, 2),
     (32, 64, 256, 1, 2, 2, 1, 4),
+    # decode, split-K reduced inside the launch (the last-arriving wave of each sub-tile
+    # adds the partials: one kernel, no workspace sum) with deep pipelines (gfx950 only):
+    # small-N, large-K shapes have too few output tiles to fill 256 CUs, so up to 16
+    # K slices each keep 3-6 K steps of loads in flight
+    (16, 32, 64, 1, 1, 6, 1, 16, 1),
+    (16, 32, 128, 1, 1, 4, 1, 8, 1),
+    (16, 32, 128, 1, 1, 4, 1, 16, 1),
+    (16, 32, 256, 1, 1, 3, 1, 4, 1),
+    (16, 64, 64, 1, 2, 6, 1, 8, 1),
+    (16, 64, 128, 1, 2, 4, 1, 8, 1),
+    (16, 64, 128, 1, 2, 4, 1, 4, 1),
+    (16, 128, 128, 1, 4, 4, 1, 4, 1),
+    (32, 64, 64, 1, 2, 6, 1, 8, 1),
+    (32, 64, 128, 1, 2, 4, 1, 4, 1),
     # three stages (gfx950 only: two K steps of loads in flight behind the one computed)
     (16, 32, 256, 1, 1, 3, 1, 4),
     (16, 64, 256, 1, 1, 3, 1, 2),
@@ -59,7 +73,8 @@ _DEFAULT_TUPLES = (
     (256, 256, 32, 2, 4, 2, 8),
     (256, 256, 64, 2, 4, 2, 8),
 )
-_FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_m", "split_k")
+_FIELDS = ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "stages", "group_m", "split_k",
+           "reduce_in_launch")
 
 DEFAULT: tuple[Any, ...] = tuple(
     GemmConfig(**dict(zip(_FIELDS, t, strict=False))) for t in _DEFAULT_TUPLES
@@ -111,7 +126,7 @@ def valid_configs() -> list[Any]:
         _tpl.GROUP_M_CHOICES,
         _tpl.SPLIT_K_CHOICES,
     ):
-        config = GemmConfig(**dict(zip(_FIELDS, values, strict=True)))
+        config = GemmConfig(**dict(zip(_FIELDS, values, strict=False)))
         try:
             config.validate()
         except ValueError:
@@ -163,7 +178,7 @@ def prune_for_shape(
     for config in configs:
         req = _tpl.divisibility_requirements(config, op, "nt")
         if (k % req["k_multiple"] or k < req["k_min"] or _tpl.split_k_reason(config, op)
-                or _tpl.workspace_reason(config, m, n)
+                or _tpl.workspace_reason(config, m, n) or _tpl.counters_reason(config, m, n)
                 or config.tile_m > m_cap or config.tile_n > n_cap):
             continue
         padded = _ceil_to(m, config.tile_m) * _ceil_to(n, config.tile_n)

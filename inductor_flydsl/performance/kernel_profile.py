@@ -62,8 +62,16 @@ class KernelProfile:
     b_dtype: str = "bf16"
     out_bytes: int = 2
     outside_instructions: int | None = None
-    split_k_reduction: str = "workspace"  # "workspace" (+ a sum kernel) or "atomic"
+    # "workspace" (+ a sum kernel), "atomic" (AMD's: added in the output with atomics) or
+    # "counter" (this project's: the last-arriving workgroup of a tile adds the partials)
+    split_k_reduction: str = "workspace"
     source: str = ""
+    register_prefetch: bool = False  # the next K step's loads go to registers first
+
+    @property
+    def prefetch_depth(self) -> int:
+        """K steps whose loads are in flight while one is computed."""
+        return max(self.stages - 1, 0) + (1 if self.register_prefetch else 0)
 
     @property
     def flops_per_mfma(self) -> int:
@@ -130,6 +138,8 @@ def profile_from_catalog_row(row: dict[str, Any]) -> KernelProfile:
         vgprs=int(row["vgprs"]), agprs=int(row["agprs"] or 0), lds_bytes=int(row["lds_bytes"]),
         a_dtype=a, b_dtype=b, out_bytes=out_bytes,
         outside_instructions=row.get("loop_outside"),
+        split_k_reduction="counter" if config.get("reduce_in_launch") else "workspace",
+        register_prefetch=row["arch"] == "gfx942",  # its register-staged loads run ahead
         source=f"catalog {row['arch']} {row['template']} {row['op']} {row['dtype']} "
                f"{row['layout']} {row['config_id']}",
     )
@@ -165,7 +175,7 @@ def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: 
                      waves: int | None = None, stages: int = 2, group_m: int = 1,
                      split_k: int = 1, a_dtype: str = "bf16", b_dtype: str | None = None,
                      out_bytes: int = 2, split_k_reduction: str = "workspace",
-                     source: str = "") -> KernelProfile:
+                     source: str = "", register_prefetch: bool = False) -> KernelProfile:
     """The profile of a GEMM kernel's final ISA (any FlyDSL GEMM: this project's or AMD's).
 
     ``waves`` defaults to the kernel's ``.max_flat_workgroup_size`` / 64. Raises a
@@ -189,4 +199,5 @@ def profile_from_isa(text: str, arch: str, *, tile_m: int, tile_n: int, tile_k: 
         lds_bytes=stats.lds_bytes, a_dtype=a_dtype, b_dtype=b_dtype or a_dtype,
         out_bytes=out_bytes, outside_instructions=outside,
         split_k_reduction=split_k_reduction, source=source or f"ISA of {stats.kernel}",
+        register_prefetch=register_prefetch,
     )

@@ -12,14 +12,23 @@ and its validation against published MI355X measurements):
    published peak rate, not llvm-mca's figure). One wave alone takes llvm-mca's cycles per
    trip with each MFMA stretched to that real length; ``o`` waves sharing a SIMD overlap,
    so ``o`` trips take ``max(o x MFMA cycles, one wave's trip)``.
-4. **Memory latency**: a K step's loads are issued ``stages - 1`` steps ahead (gfx950
-   direct-to-LDS pipeline), so a step takes at least ``latency / (stages - 1)``; one stage
-   exposes the whole latency every step. A workgroup also pays one latency to fill the
-   pipeline and one to drain its stores, and its instructions outside the loop.
+4. **Memory latency**: a K step's loads are issued ``depth`` steps ahead: ``stages - 1``
+   for the gfx950 direct-to-LDS pipeline, one more for a kernel that also prefetches the
+   next step into registers (``register_prefetch``: gfx942's register-staged path, AITER's
+   FP8 preshuffle GEMM), so a step takes at least ``latency / depth``; a depth of 0 (one
+   LDS stage, no prefetch) exposes the whole latency every step. A workgroup also pays one
+   latency to fill the pipeline and one to drain its stores, and its instructions outside
+   the loop. A split-K kernel that reduces in the same launch pays its protocol's
+   round trips once per round (``REDUCTION_LATENCIES``).
 5. **Memory bandwidth** (``traffic.py``): bytes at L2, Infinity Cache and HBM over the
    launch, each at its bandwidth (HBM at the measured fraction of peak).
 6. The kernel takes ``max(compute, memory) + launch``; split-K with a workspace adds the
-   reduction (``torch.sum`` then the copy to the output dtype: two more kernels).
+   reduction (``torch.sum`` then the copy to the output dtype: two more kernels, each at
+   least a read and a write latency long). **Launch** depends on how the time is taken
+   (``timing``, inductor_flydsl/timing_modes.py): ``graph`` (graph replay or back-to-back
+   launches: the GPU's launch gap, the default, as max-autotune runs under CUDA graphs)
+   or ``eager`` (one event-timed call after a cache flush: host dispatch included);
+   ``devices.py`` gives each its source.
 
 What bounds the kernel is the largest of: launch (over half the time), memory (bandwidth),
 tail (a partial last round costing a quarter of the compute time or more), latency (K
@@ -54,6 +63,13 @@ def _model_version() -> str:
 MODEL_VERSION = _model_version()
 VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
 BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
+PREDICTED_TIMINGS = ("graph", "eager")
+# Memory round trips a split-K kernel that reduces in its own launch adds per round:
+# "atomic" (AMD's: slice 0 zeroes the tile and raises a flag the others poll before adding
+# with atomics): the poll; "counter" (the last-arriving workgroup of a tile adds the fp32
+# partials): the release of its partial before the arrival atomic, the atomic's return,
+# and the read of the other partials.
+REDUCTION_LATENCIES = {"workspace": 0, "atomic": 1, "counter": 3}
 
 
 @dataclass(frozen=True)
@@ -67,9 +83,11 @@ class Prediction:
     device: str
     parts: dict[str, Any] = field(default_factory=dict)
     kind: str = "predicted"
+    timing: str = "graph"  # the timing mode the time is predicted for
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "device": self.device, "predicted_us": round(self.us, 3),
+        return {"kind": self.kind, "device": self.device, "timing": self.timing,
+                "predicted_us": round(self.us, 3),
                 "tflops": round(self.tflops, 1), "roofline_share": round(self.roofline_share, 3),
                 "bound": self.bound, "parts": self.parts}
 
@@ -100,9 +118,10 @@ def _step_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int,
     """Cycles per K step of every workgroup on a CU, and what sets them."""
     trip, _ = _trip_cycles(profile, device, waves_on_simd)
     compute = trip / profile.k_steps_per_trip
-    if profile.stages <= 1:
+    depth = profile.prefetch_depth
+    if depth <= 0:
         return compute + latency, "latency"
-    hidden = latency / (profile.stages - 1)
+    hidden = latency / depth
     if hidden > compute:
         return hidden, "latency"
     if trip > waves_on_simd * profile.loop_mfma * mfma_cycles(profile, device) * 1.0001:
@@ -114,12 +133,20 @@ def _round_cycles(profile: KernelProfile, device: DeviceSpec, k_steps: int, on_c
                   latency: float) -> tuple[float, str]:
     step, limit = _step_cycles(profile, device, waves_per_simd(on_cu, profile, device),
                                latency)
-    fixed = 2 * latency + VALU_ISSUE_CYCLES * (profile.outside_instructions or 0)
+    reduction = REDUCTION_LATENCIES.get(profile.split_k_reduction, 0) \
+        if profile.split_k > 1 else 0
+    fixed = (2 + reduction) * latency + VALU_ISSUE_CYCLES * (profile.outside_instructions or 0)
     return fixed + k_steps * step, limit
 
 
-def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec) -> Prediction:
-    """The predicted time of one launch of ``profile``'s kernel on ``shape``."""
+def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec,
+            timing: str = "graph") -> Prediction:
+    """The predicted time of one launch of ``profile``'s kernel on ``shape``, as
+    ``timing`` (``graph``: replayed or back-to-back; ``eager``: one event-timed call)
+    measures it."""
+    if timing not in PREDICTED_TIMINGS:
+        raise ValueError(f"the model predicts the GPU timing modes {PREDICTED_TIMINGS}, not "
+                         f"{timing!r}")
     if shape.k % profile.split_k:
         raise ValueError(f"K={shape.k} is not a multiple of split_k={profile.split_k}")
     occ = occupancy(profile, device)
@@ -149,9 +176,11 @@ def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec) -> Pre
         outputs = shape.m * shape.n * shape.batch
         # torch.sum reads the slices and writes fp32; the copy reads that, writes the output
         reduce_bytes = moved.workspace_bytes + outputs * (4 + 4 + profile.out_bytes)
-        reduce_us = reduce_bytes / device.hbm_effective_bytes_per_s * 1e6
+        # two small kernels: each at least a read and a write latency, plus their bytes
+        reduce_us = (reduce_bytes / device.hbm_effective_bytes_per_s * 1e6
+                     + 2 * 2 * device.memory_latency_ns / 1e3)
         launches += 2
-    launch_us = launches * device.launch_us
+    launch_us = launches * device.launch_cost_us(timing)
     us = max(compute_us, memory_us) + reduce_us + launch_us
     peak_us = shape.flops / device.peak(profile.operand_class) * 1e6
     roofline_us = max(peak_us, moved.unique_bytes / device.hbm_bytes_per_s * 1e6)
@@ -172,7 +201,7 @@ def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec) -> Pre
         "mall_us": round(mall_us, 3), "l2_us": round(l2_us, 3),
         "reduce_us": round(reduce_us, 3), "launch_us": round(launch_us, 3),
         "hbm_mb": round(moved.hbm_bytes / 1e6, 3), "loop_from_mca": profile.loop_cycles
-        is not None,
+        is not None, "timing": timing, "prefetch_depth": profile.prefetch_depth,
     }
     return Prediction(us=us, tflops=shape.flops / us / 1e6, roofline_share=roofline_us / us,
-                      bound=bound, device=device.name, parts=parts)
+                      bound=bound, device=device.name, parts=parts, timing=timing)

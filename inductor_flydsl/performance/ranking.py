@@ -116,7 +116,7 @@ def device_for(arch: str) -> DeviceSpec:
 
 def rank(configs: Sequence[Any], shape: GemmShape, *, arch: str, template: str, op: str,
          dtype: str, layout: str, device: DeviceSpec | None = None,
-         catalog: Path | None = None) -> list[RankedConfig]:
+         catalog: Path | None = None, timing: str = "graph") -> list[RankedConfig]:
     """``configs`` fastest predicted first; unpredicted ones after, in their given order."""
     device = device or device_for(arch)
     predicted: list[RankedConfig] = []
@@ -129,7 +129,7 @@ def rank(configs: Sequence[Any], shape: GemmShape, *, arch: str, template: str, 
             continue
         profile, borrowed = found
         try:
-            prediction = predict(profile, shape, device)
+            prediction = predict(profile, shape, device, timing)
         except ValueError as exc:  # a shape the kernel cannot take: leave it unranked
             log.debug("inductor_flydsl: no prediction for %s: %s", config, exc)
             rest.append(RankedConfig(config, None))

@@ -72,3 +72,46 @@ def test_split_k_refuses_bmm_and_batched_workspaces():
     assert gemm.split_k_workspace(gemm.GemmConfig(), torch.empty(16, 32)) is None
     ws = gemm.split_k_workspace(config, torch.empty(16, 32, dtype=torch.bfloat16))
     assert ws.shape == (2, 16, 32) and ws.dtype == torch.float32
+
+
+@pytest.mark.parametrize("config,op", [
+    (gemm.GemmConfig(16, 64, 64, 1, 2, 6, 1, 8, 1), "addmm"),  # 6 stages, 2 waves
+    (gemm.GemmConfig(16, 32, 128, 1, 1, 4, 1, 16, 1), "mm"),  # split-K 16
+])
+def test_split_k_reduced_in_the_launch_is_right_in_any_workgroup_order(config, op, tmp_path):
+    """The last-arriving wave of each sub-tile adds the partials (an atomic arrival
+    counter): correct whichever workgroup arrives last, counters back at 0 after the
+    launch (the runner checks), one compile."""
+    result = compile_and_emulate("gemm_dense", config, arch="gfx950", dtype="bf16",
+                                 layout="nt", op=op, dump_dir=tmp_path)
+    assert result.ok, result.error
+    assert result.emulation["ok"], result.emulation["error"]
+    isa = open(result.isa_path).read()
+    assert "global_atomic_add" in isa and "buffer_wbl2 sc1" in isa and "buffer_inv sc1" in isa
+    m, n, k = tail_shape(config, op, "nt")
+    for order in ("reverse", 11):
+        run = emulate_gemm(isa, gemm, config, op=op, dtype="bf16", layout="nt", m=m, n=n,
+                           k=k, alpha=0.5, beta=-2.0, seed=5, order=order)
+        assert run.ok, (order, run.error)
+
+
+def test_reduce_in_launch_is_its_own_config_key_and_needs_split_k():
+    import torch
+
+    plain = gemm.GemmConfig(16, 32, 128, 1, 1, 4, 1, 8)
+    inside = gemm.GemmConfig(16, 32, 128, 1, 1, 4, 1, 8, 1)
+    assert "reduce_in_launch" not in plain.to_json()  # older configs keep their keys
+    assert inside.to_json()["reduce_in_launch"] == 1
+    assert gemm.GemmConfig.from_json(inside.to_json()) == inside != plain
+    with pytest.raises(ValueError, match="needs split_k"):
+        gemm.GemmConfig(16, 32, 128, 1, 1, 4, 1, 1, 1).validate()
+    with pytest.raises(ValueError, match="more than 4 stages only for tiles"):
+        gemm.GemmConfig(128, 128, 64, 2, 2, 5, 8).validate()
+    with pytest.raises(ValueError, match="vmcnt"):
+        gemm.GemmConfig(64, 64, 256, 1, 1, 7, 1).validate()
+    out = torch.empty(16, 32, dtype=torch.bfloat16)
+    assert gemm.split_k_counters(plain, out) is None
+    counters = gemm.split_k_counters(inside, out, stream_key="test")
+    assert counters.dtype == torch.int32 and int(counters.count_nonzero()) == 0
+    assert gemm.split_k_counters(inside, out, stream_key="test") is counters  # kept
+    assert "arrival counters" in gemm.counters_reason(inside, 16 * 300, 32 * 300)

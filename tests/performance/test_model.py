@@ -144,12 +144,35 @@ def test_split_k_pays_for_its_partials() -> None:
     shape = GemmShape(16, 4096, 8192)
     p4 = predict(four, shape, MI355X)
     assert p4.parts["reduce_us"] > 0 and p4.parts["launch_us"] == pytest.approx(
-        3 * MI355X.launch_us)  # the kernel, torch.sum and the copy to bf16
+        3 * MI355X.graph_launch_us)  # the kernel, torch.sum and the copy to bf16
+    assert predict(four, shape, MI355X, "eager").parts["launch_us"] == pytest.approx(
+        3 * MI355X.launch_us)
     p1 = predict(one, shape, MI355X)
     assert p1.parts["reduce_us"] == 0 and p1.parts["k_steps"] == 4 * p4.parts["k_steps"]
     atomic = KernelProfile(**{**four.to_json(), "split_k_reduction": "atomic"})
     assert predict(atomic, shape, MI355X).parts["launch_us"] == pytest.approx(
-        MI355X.launch_us)
+        MI355X.graph_launch_us)
+    # the in-launch reductions pay their round trips instead of two kernels
+    counter = KernelProfile(**{**four.to_json(), "split_k_reduction": "counter"})
+    pa, pc = predict(atomic, shape, MI355X), predict(counter, shape, MI355X)
+    assert pa.parts["reduce_us"] == pc.parts["reduce_us"] == 0
+    assert pa.parts["compute_us"] < pc.parts["compute_us"]
+
+
+def test_timing_modes_and_pipeline_depth() -> None:
+    """graph (the default) charges the launch gap, eager the event-timed host launch; a
+    kernel that also prefetches into registers hides latency over one more K step."""
+    profile = _profile(_config(16, 64, 256, 1, 1, 2, 1))
+    shape = GemmShape(1, 1024, 4096)
+    graph, eager = predict(profile, shape, MI355X), predict(profile, shape, MI355X, "eager")
+    assert graph.timing == "graph" and eager.to_json()["timing"] == "eager"
+    assert eager.us - graph.us == pytest.approx(MI355X.launch_us - MI355X.graph_launch_us)
+    with pytest.raises(ValueError, match="timing"):
+        predict(profile, shape, MI355X, "cpu")
+    one_stage = KernelProfile(**{**profile.to_json(), "stages": 1})
+    prefetching = KernelProfile(**{**one_stage.to_json(), "register_prefetch": True})
+    assert (one_stage.prefetch_depth, prefetching.prefetch_depth) == (0, 1)
+    assert predict(prefetching, shape, MI355X).us < predict(one_stage, shape, MI355X).us
 
 
 def test_ranking_reads_the_shipped_catalog_and_borrows_across_variants() -> None:
