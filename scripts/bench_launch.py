@@ -1,18 +1,30 @@
-"""Host time of a warm FlyDSL launch, before and after issue 36, side by side in one run.
+"""Host time of a warm FlyDSL launch as Inductor's generated code makes it, and where it
+goes, side by side in one run (issues 36 and 42).
 
-Both go through FlyDSL's real runtime over the stand-in HIP library (tests/fake_hip, its
-recording mode: ``hipModuleLaunchKernel`` records the launch and returns), on this CPU
-machine, for the same dense bf16 mm variant and shape:
+Everything goes through FlyDSL's real runtime over the stand-in HIP library
+(tests/fake_hip, its recording mode: ``hipModuleLaunchKernel`` records the launch and
+returns), on this CPU machine, for the same dense bf16 mm variant and shape:
 
-* ``jit launcher``: the ``@flyc.jit`` launcher called as before (FlyDSL traces the whole
-  kernel on every call, then finds the compiled kernel in its cache and launches);
-* ``template launch``: the template's ``launch`` through the kernel runner (the
-  runner's compiled function: no trace);
-* ``custom op``: ``torch.ops.inductor_flydsl.mm_out.default``, as Inductor's generated
-  code and its benchmarker call it: torch's dispatch of the custom op, then the above.
+* ``generated call, bound``: ``torch._inductor_flydsl.mm_out(a, b, out=out, config=...)``
+  exactly as generated code and Inductor's benchmark call it (issue 42: the op's
+  implementation without torch's dispatcher, its launch bound: the operands' pointers
+  and the stream written into slots packed once, the compiled host function called
+  directly);
+* ``custom op, full path``: ``torch.ops.inductor_flydsl.mm_out.default(..., out=out)``
+  through torch's dispatcher with bound launches off: the runtime check, span checks,
+  the template's argument packing, the kernel runner, FlyDSL's compiled function (which
+  re-packs every argument): what generated code ran on every call before issue 42;
+* ``custom op, bound``: the torch op through the dispatcher, bound (the dispatcher's
+  share);
+* ``bound launch``: the bound launch alone (no key, no dispatch);
+* ``template launch``: the template's ``launch`` through the kernel runner (issue 36);
+* ``aten mm.out, tiny CPU``: ``torch.ops.aten.mm.out`` on 4x4 CPU tensors, torch's own
+  dispatch plus a trivial kernel, for scale;
+* ``jit launcher``: the ``@flyc.jit`` launcher (re-traces every call; before issue 36).
 
-Run: ``python scripts/bench_launch.py [--calls N] [--jit-calls N]``. Prints a table of
-median / p10 / p90 microseconds per call and the ratio.
+Run: ``python scripts/bench_launch.py [--calls N] [--jit-calls N] [--json]``. Prints
+median / p10 / p90 microseconds per call. A benchmark, not a test: it claims nothing
+about a GPU (a real HIP launch adds the driver's own enqueue time).
 """
 
 from __future__ import annotations
@@ -30,6 +42,8 @@ sys.path.insert(0, str(REPO))
 
 
 def _times(fn, calls: int) -> list[float]:
+    for _ in range(min(200, calls)):  # warm
+        fn()
     out = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -46,8 +60,8 @@ def _row(name: str, times: list[float]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--jit-calls", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--jit-calls", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -56,7 +70,7 @@ def main() -> None:
     hip = fake_hip()
     import torch
 
-    from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
+    from inductor_flydsl.flydsl_backend import kernel_runner, ops, prebuild
     from inductor_flydsl.flydsl_backend.toolchain import rocm_path_for_compile
     from inductor_flydsl.keys import canonical_json
     from inductor_flydsl.template_loader import load_template
@@ -68,44 +82,68 @@ def main() -> None:
     a = torch.randn(m, k, dtype=torch.bfloat16)
     b = torch.randn(n, k, dtype=torch.bfloat16).t()
     out = torch.empty(m, n, dtype=torch.bfloat16)
+    tiny, tiny_out = torch.randn(4, 4), torch.empty(4, 4)
     rows = []
     with kernel_runner.use_runtime(FakeHipRuntime(hip)) as runner:
         text = canonical_json(config.to_json())
-        torch.ops.inductor_flydsl.mm_out(a, b, out=out, config=text)  # cold: a worker builds
         call = torch.ops.inductor_flydsl.mm_out.default
-        for _ in range(50):
-            call(a, b, out=out, config=text)
-        op_after = _times(lambda: call(a, b, out=out, config=text), args.calls)
-        after = _times(lambda: gemm.launch(a, b, None, out, 1.0, 0.0, config, runner=runner),
-                       args.calls)
-        launches_after = hip.launch_count()
-
-        # before: the jit launcher, called with the same arguments on the same stream
-        # (this process traces here; the settings are those FlyDSL needs for gfx950)
-        os.environ.update({"FLYDSL_GPU_ARCH": "gfx950", "ROCM_PATH": rocm_path_for_compile()})
-        launcher = gemm.make_launcher(config, dtype="bf16", layout="nt", op="mm",
-                                      arch="gfx950")
-        jit_args = gemm.launcher_args(a, b, None, out, 1.0, 0.0)
-        stream = runner.runtime.stream_handle
-        launcher(*jit_args, stream=stream)  # its first call compiles (FlyDSL's disk cache)
-        before = _times(lambda: launcher(*jit_args, stream=stream), args.jit_calls)
-        launched = hip.launch_count() - launches_after
+        call(a, b, out=out, config=text)  # cold: a worker builds; the next call binds
+        call(a, b, out=out, config=text)
+        key = ("mm", text, 1.0, a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype,
+               out.shape, out.stride(), out.dtype, out.device)
+        bound = runner.bound(key)
+        assert bound is not None, "the op's launch was not bound"
+        launches = hip.launch_count()
+        generated = torch._inductor_flydsl.mm_out  # what generated code calls
+        rows.append(_row("generated call, bound", _times(
+            lambda: generated(a, b, out=out, config=text, alpha=1.0), args.calls)))
+        ops.BIND_LAUNCHES = False
+        rows.append(_row("custom op, full path", _times(
+            lambda: call(a, b, out=out, config=text), args.calls)))
+        ops.BIND_LAUNCHES = True
+        rows.append(_row("custom op, bound", _times(
+            lambda: call(a, b, out=out, config=text), args.calls)))
+        rows.append(_row("bound launch", _times(lambda: bound((a, b, out), out), args.calls)))
+        rows.append(_row("template launch", _times(
+            lambda: gemm.launch(a, b, None, out, 1.0, 0.0, config, runner=runner),
+            args.calls)))
+        rows.append(_row("aten mm.out, tiny CPU", _times(
+            lambda: torch.ops.aten.mm.out(tiny, tiny, out=tiny_out), args.calls)))
+        expected = launches + 5 * (args.calls + min(200, args.calls))
+        launched_ok = hip.launch_count() == expected
+        if args.jit_calls:
+            os.environ.update({"FLYDSL_GPU_ARCH": "gfx950",
+                               "ROCM_PATH": rocm_path_for_compile()})
+            launcher = gemm.make_launcher(config, dtype="bf16", layout="nt", op="mm",
+                                          arch="gfx950")
+            jit_args = gemm.launcher_args(a, b, None, out, 1.0, 0.0)
+            stream = runner.runtime.stream_handle
+            launcher(*jit_args, stream=stream)  # its first call compiles
+            jit = [0.0] * args.jit_calls
+            for i in range(args.jit_calls):
+                start = time.perf_counter()
+                launcher(*jit_args, stream=stream)
+                jit[i] = (time.perf_counter() - start) * 1e6
+            rows.append(_row("jit launcher", sorted(jit)))
     prebuild.shutdown_pool()
-    rows = [_row("jit launcher (before)", before), _row("template launch (after)", after),
-            _row("custom op (after)", op_after)]
-    ratio = rows[0]["median_us"] / rows[1]["median_us"]
+    by = {r["path"]: r["median_us"] for r in rows}
+    summary = {"after_over_before": by["generated call, bound"] / by["custom op, full path"],
+               "torch_dispatch_us": by["custom op, bound"] - by["generated call, bound"],
+               "op_key_and_checks_us": by["generated call, bound"] - by["bound launch"],
+               "every_launch_recorded": launched_ok}
     if args.json:
-        print(json.dumps({"rows": rows, "ratio": ratio, "jit_launches": launched}))
+        print(json.dumps({"rows": rows, **summary}))
         return
     print(f"warm launch host time, dense bf16 mm {m}x{n}x{k} nt, config "
-          f"{config.tile_m}x{config.tile_n}x{config.tile_k}, fake HIP recording mode")
+          f"{config.tile_m}x{config.tile_n}x{config.tile_k}, stand-in HIP (recording mode)")
     print(f"{'path':<24}{'calls':>7}{'median us':>12}{'p10 us':>10}{'p90 us':>10}")
     for r in rows:
         print(f"{r['path']:<24}{r['calls']:>7}{r['median_us']:>12.1f}{r['p10_us']:>10.1f}"
               f"{r['p90_us']:>10.1f}")
-    print(f"before / template launch (median): {ratio:.0f}x; before / custom op: "
-          f"{rows[0]['median_us'] / rows[2]['median_us']:.0f}x; jit launches recorded: "
-          f"{launched}")
+    print(f"generated call now / before (median): {summary['after_over_before']:.2f}; torch's "
+          f"dispatcher would add {summary['torch_dispatch_us']:.1f} us; the op's key and "
+          f"checks {summary['op_key_and_checks_us']:.1f} us; every launch reached HIP: "
+          f"{launched_ok}")
 
 
 if __name__ == "__main__":

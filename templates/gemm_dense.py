@@ -1349,7 +1349,7 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
         args = launcher_args(a, b, bias, out, alpha, beta, epilogue=epilogue, extras=extras)
         runner.run(variant, args, stream, a)
         return
-    with runner.stream_scope(stream):  # the workspace and the reduction on the op's stream
+    with runner.stream_scope(stream, out.device):  # workspace and reduction: the op's stream
         workspace = split_k_workspace(config, out)
         counters = split_k_counters(config, out,
                                     stream_key=getattr(stream, "cuda_stream", None))

@@ -1,7 +1,8 @@
 """FlyDSL GEMM candidates for Inductor's autotuning.
 
 Each candidate is an extern-kernel choice whose generated code calls
-``torch.ops.inductor_flydsl.<op>_out.default(..., out=buf)`` (see ``ops.py``). Inductor
+``torch._inductor_flydsl.<op>_out(..., out=buf)``, the op's implementation without torch's
+dispatcher (see ``ops.py``). Inductor
 benchmarks extern choices in-process on its own benchmark inputs, which is where the
 candidate is validated against ATen first: a candidate whose output is wrong, or that
 fails to compile or launch, reports an infinite time (so it cannot win) and is recorded
@@ -28,7 +29,7 @@ from ..inductor.timing_parity import timed_with_graphs
 from ..keys import canonical_json, stable_id
 from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
 from ..template_loader import template_source_hash
-from .ops import OPS, op_call_name, strict_launches
+from .ops import direct_call, op_call_name, strict_launches
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
@@ -45,7 +46,7 @@ def template_for(op: str) -> str:
 
 
 def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
-    custom_op = OPS[op]
+    custom_op = direct_call(op)  # what generated code calls: timed with the same host work
 
     def kernel(*inputs: torch.Tensor, out: torch.Tensor, config: str, alpha: float = 1.0,
                beta: float = 1.0, epilogue: str = "") -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import importlib.util
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,7 +99,32 @@ def runtime_reasons(device: Any = None) -> list[str]:
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
         reasons.append(f"the ROCm 7 HIP runtime ({HIP_RUNTIME_LIBRARY}) cannot be loaded")
+    if not reasons:
+        reasons += hip_runtime_conflicts(_mapped_files())
     return reasons
+
+
+def _mapped_files() -> str:
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return maps.read()
+    except OSError:
+        return ""
+
+
+def hip_runtime_conflicts(maps: str) -> list[str]:
+    """Why launching is refused when more than one HIP runtime is mapped into the process
+    (``maps``: ``/proc/self/maps``' text): FlyDSL's runtime binds ``libamdhip64.so.7``;
+    a torch whose HIP runtime is another file uses streams and devices that are invalid in
+    FlyDSL's, so its launches would fail or corrupt."""
+    found = sorted({line.split()[-1] for line in maps.splitlines()
+                    if "/libamdhip64.so" in line and len(line.split()) >= 6})
+    real = sorted({os.path.realpath(path) for path in found})
+    if len(real) <= 1:
+        return []
+    return [f"{len(real)} HIP runtimes are mapped ({', '.join(found)}): FlyDSL's runtime "
+            f"uses {HIP_RUNTIME_LIBRARY}, torch's streams are not valid in another; make "
+            "torch's ROCm runtime the one FlyDSL loads (one ROCm 7 installation)"]
 
 
 def hip_major(version: str) -> int:

@@ -38,6 +38,14 @@ INTERNALS: tuple[tuple[str, str, str], ...] = (
      "_ir_text, _entry, _get_func_exe()"),
     ("flydsl.compiler.jit_function", "JitFunction",
      "_ensure_sig() and _sig: the launcher's signature"),
+    ("flydsl.compiler.jit_executor", "_resolve_runtime_libs",
+     "lru-cached () -> the JIT runtime libraries an execution engine links; it detects the "
+     "GPU arch first, by spawning rocm_agent_enumerator (300 s timeout), though the "
+     "libraries do not depend on it: replaced once by the same list for the arch known "
+     "(resolve_runtime_libraries)"),
+    ("flydsl.compiler.backends", "get_backend",
+     "get_backend(arch=...) -> the backend for a known arch, without detection; "
+     ".jit_runtime_lib_basenames()"),
     ("flydsl.compiler.jit_executor", "build_abi_storage",
      "(slot ctypes) -> (storages, packed pointer array): a bound launch's own slots; "
      "_call_spec holds (argument index, ctype, fill(value, storage)) per slot, a "
@@ -121,6 +129,37 @@ def compiled_function(launcher: Any, args: tuple, ir_text: str, entry: str) -> C
     return compiled
 
 
+_libraries_resolved = False
+
+
+def resolve_runtime_libraries(arch: str) -> None:
+    """Settle the JIT runtime libraries an execution engine links, for ``arch`` (known
+    from the device), before the first engine is made in this process. FlyDSL resolves
+    them once per process through its backend, which first detects the GPU arch by
+    spawning ``rocm_agent_enumerator`` (a 300 s timeout) in the process that loads the
+    kernel, though the list does not depend on the arch; here it is the same list, made
+    by FlyDSL's backend for the arch given, and no process is spawned."""
+    global _libraries_resolved
+    if _libraries_resolved:
+        return
+    import functools
+    from pathlib import Path
+
+    from flydsl.compiler import jit_executor
+    from flydsl.compiler.backends import get_backend
+
+    if jit_executor._resolve_runtime_libs.cache_info().currsize == 0:
+        directory = Path(jit_executor.__file__).resolve().parent.parent / "_mlir" / "_mlir_libs"
+        libraries = [str(directory / name)
+                     for name in get_backend(arch=arch).jit_runtime_lib_basenames()]
+        missing = [p for p in libraries if not Path(p).exists()]
+        if missing:
+            raise FileNotFoundError(f"FlyDSL's JIT runtime libraries are missing: {missing}")
+        jit_executor._resolve_runtime_libs = functools.lru_cache(maxsize=1)(
+            lambda: list(libraries))
+    _libraries_resolved = True
+
+
 def load(compiled: Any) -> None:
     """Create the compiled function's execution engine now (loading its code object on
     the current device), instead of on its first launch."""
@@ -140,15 +179,35 @@ class BoundSlots:
         self._func_exe = func_exe
         self._packed = packed
         self._storages = storages  # kept alive: packed points into them
-        self.pointers = pointers
+        # per source (index into the op's tensors), the pointer slots it fills
+        by_source: dict[int, list] = {}
+        for storage, source in pointers:
+            by_source.setdefault(source, []).append(storage)
+        self.pointers = tuple((source, tuple(slots)) for source, slots in by_source.items())
         self._stream = stream
+
+    def set_pointers(self, sources: tuple) -> None:
+        for source, slots in self.pointers:
+            address = sources[source].data_ptr()
+            for storage in slots:
+                storage.value = address
 
     def set_stream(self, stream: Any) -> None:
         storage, fill = self._stream
-        fill(stream, storage)
+        if fill is None:  # a plain pointer slot: the raw handle
+            storage.value = stream
+        else:
+            fill(stream, storage)
 
     def call(self) -> None:
         self._func_exe(self._packed)
+
+
+_PROBE = 0x5EED0
+
+
+def _probe_stream() -> int:
+    return _PROBE
 
 
 def bind_slots(compiled: Any, args: tuple, sources: tuple) -> BoundSlots | None:
@@ -173,7 +232,10 @@ def bind_slots(compiled: Any, args: tuple, sources: tuple) -> BoundSlots | None:
         if fill is None:
             continue  # a NULL slot (FlyDSL's default stream), never written
         if index == len(args):
-            stream = (storages[slot], fill)
+            fill(_probe_stream(), storages[slot])
+            # a c_void_p slot that a raw handle fills as is: written directly per call
+            direct = ctype is ctypes.c_void_p and storages[slot].value == _PROBE
+            stream = (storages[slot], None if direct else fill)
             continue
         value = args[index]
         fill(value, storages[slot])

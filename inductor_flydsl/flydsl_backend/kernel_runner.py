@@ -51,7 +51,7 @@ from .. import settings
 log = logging.getLogger("inductor_flydsl")
 ENV_MAX_KERNELS = settings.MAX_KERNELS.name
 DEFAULT_MAX_KERNELS = settings.MAX_KERNELS.default
-HIP_LIBRARY = "libamdhip64.so.7"
+HIP_LIBRARY = "libamdhip64.so.7"  # what FlyDSL's runtime binds (eligibility checks it too)
 
 
 class FlydslLaunchError(RuntimeError):
@@ -86,6 +86,9 @@ class DeviceRuntime(Protocol):
     # whether before_launch needs a launch's tensors (a test's emulator does; ROCm not)
     inspects_launches: bool
 
+    def captures_graphs(self, device: Any) -> bool:
+        """Whether kernels on ``device`` can be captured into CUDA/HIP graphs."""
+
     def is_capturing(self, stream: Any) -> bool:
         """Whether ``stream`` is being captured into a CUDA/HIP graph now."""
 
@@ -117,7 +120,7 @@ class HipErrors:
         """``hipStreamIsCapturing`` of a raw stream handle (an int or ``cuda_stream``)."""
         handle = getattr(stream, "cuda_stream", stream)
         status = ctypes.c_int(0)
-        if self._get().hipStreamIsCapturing(ctypes.c_void_p(handle), ctypes.byref(status)):
+        if self._get().hipStreamIsCapturing(handle, ctypes.byref(status)):
             return False
         return status.value != 0
 
@@ -180,7 +183,14 @@ class RocmRuntime:
             stream = torch.cuda.ExternalStream(stream, device=device)
         return torch.cuda.stream(stream)
 
+    def captures_graphs(self, device: Any) -> bool:
+        return getattr(device, "type", None) == "cuda"  # a ROCm GPU (torch calls it cuda)
+
     def is_capturing(self, stream: Any) -> bool:
+        import torch
+
+        if stream == torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice()):
+            return torch._C._cuda_isCurrentStreamCapturing()  # no HIP call
         return self._errors.is_capturing(stream)
 
     def device_scope(self, index: int) -> contextlib.AbstractContextManager:
@@ -309,6 +319,7 @@ class KernelRunner:
                                        **fused)
         compiled = flydsl_runtime.compiled_function(launcher, (*args, stream), ir_text, entry)
         self.runtime.last_error()  # start clean: only this load's and launch's errors count
+        flydsl_runtime.resolve_runtime_libraries(variant.arch)  # no arch detection here
         with self.runtime.device_scope(key[1]):
             flydsl_runtime.load(compiled)
             self._launch(key, compiled, variant, args, stream, first=True)
@@ -396,8 +407,7 @@ class BoundLaunch:
             runner = self._runner
             stream = runtime.current_stream(out)
             slots = self.slots
-            for storage, index in slots.pointers:
-                storage.value = sources[index].data_ptr()
+            slots.set_pointers(sources)
             slots.set_stream(stream)
             if runtime.inspects_launches:
                 runtime.before_launch(sources)

@@ -42,6 +42,9 @@ def inductor_config_reasons() -> list[str]:
     if config.cpp_wrapper or config.aot_inductor.output_path or getattr(
             config, "aot_mode", False):
         reasons.append("C++ wrapper / AOTInductor codegen is not supported")
+    elif internals.V.aot_compilation:  # an AOT compile through another wrapper (fx_wrapper)
+        reasons.append("ahead-of-time compilation is not supported (the kernels are loaded "
+                       "by this package's Python runtime)")
     if config.autotune_in_subproc:
         reasons.append("autotune_in_subproc is on (candidates are validated in-process)")
     if getattr(config, "pipeline_max_autotune_gemm", False):
@@ -182,6 +185,11 @@ class FlydslChoiceProvider:
 
     def fuses_epilogues(self, device: Any) -> bool:
         return fuses_epilogues(device)
+
+    def captures_graphs(self, device: Any) -> bool:
+        from .kernel_runner import runner
+
+        return runner().runtime.captures_graphs(device)
 
 
 EPILOGUE_SELECTION = "gemm_epilogue"  # inductor/epilogue_fusion.py: SELECTION_NAME

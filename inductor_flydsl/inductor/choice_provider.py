@@ -25,3 +25,9 @@ class ChoiceProvider(Protocol):
         the epilogue-fusion graph pass asks before it turns a GEMM and its epilogue into
         one selection."""
         ...
+
+    def captures_graphs(self, device: Any) -> bool:
+        """Whether kernels on ``device`` can run inside CUDA/HIP graphs (a GPU): then a
+        compile that captures graphs has each choice of this backend's selections timed
+        by graph replay (``timing_parity.py``)."""
+        ...

@@ -91,8 +91,10 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("InductorChoices", "torch._inductor.choices", "InductorChoices",
              "subclassed: the plugin's uuid() in the FX-graph-cache key"),
     Internal("V", "torch._inductor.virtualized", "V",
-             "the graph being lowered (size hints, epilogue notes), set_choices_handler",
-             members=("set_choices_handler", "graph")),
+             "the graph being lowered (size hints, epilogue notes), set_choices_handler; "
+             "aot_compilation: FlyDSL is not offered to an AOT compile",
+             members=("set_choices_handler", "graph", "aot_compilation",
+                      "set_aot_compilation")),
     # -- IR and scheduler
     Internal("MultiTemplateBuffer", "torch._inductor.ir", "MultiTemplateBuffer",
              "a selection deferred to epilogue-fusion benchmarking (epilogues.py); "

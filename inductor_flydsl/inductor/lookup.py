@@ -45,7 +45,7 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
         except Exception as exc:
             report_error("adding plugin choices", exc)
     try:  # every choice timed the way the compiled graph will run it (timing_parity.py)
-        time_like_the_graph(choices)
+        time_like_the_graph(choices, ctx.layout.device, state.providers)
     except Exception as exc:
         report_error("choosing how choices are timed", exc)
     final = choices

@@ -56,13 +56,17 @@ def timed_with_graphs(choice: Any) -> bool:
     return bool(getattr(choice, GRAPH_FLAG, False))
 
 
-def time_like_the_graph(choices: Sequence[Any]) -> TimingMode | None:
-    """Decide how the choices of one selection are timed, and set it on each; returns the
-    mode, or None when the selection holds no plugin candidate (Inductor's own timing,
-    untouched)."""
+def time_like_the_graph(choices: Sequence[Any], device: Any,
+                        providers: Sequence[Any]) -> TimingMode | None:
+    """Decide how the choices of one selection on ``device`` are timed, and set it on
+    each; returns the mode, or None when the selection holds no plugin candidate
+    (Inductor's own timing, untouched). Graph timing needs a device whose kernels can be
+    captured (a GPU), as a plugin provider reports it."""
     if not offers_plugin_choice(choices):
         return None
-    if not compile_uses_graphs():
+    capturable = any(getattr(p, "captures_graphs", lambda d: False)(device)
+                     for p in providers)
+    if not compile_uses_graphs() or not capturable:
         return EAGER
     for choice in choices:
         setattr(choice, GRAPH_FLAG, True)

@@ -291,7 +291,7 @@ class FakeHipRuntime:
     tensor is on device ``device`` of arch ``arch``; launches go to one stream."""
 
     def __init__(self, hip: FakeHip, *, arch: str = "gfx950", device: int = 0,
-                 emulate: bool = False) -> None:
+                 emulate: bool = False, graphs: bool = False) -> None:
         from inductor_flydsl.flydsl_backend.kernel_runner import HipErrors
 
         self.hip = hip
@@ -300,6 +300,9 @@ class FakeHipRuntime:
         self.stream_handle = hip.create_stream()
         self.regions: list[tuple[int, int, str]] = []
         self.emulation = Emulation(self) if emulate else None
+        # graphs: the CPU device stands for a GPU whose compiled graphs are captured (the
+        # test then stands in for the capture too: CPU torch has no CUDA graphs)
+        self.graphs = graphs
         self._errors = HipErrors(str(hip.path))
         hip.reset()
         if self.emulation is not None:
@@ -313,6 +316,9 @@ class FakeHipRuntime:
     @property
     def inspects_launches(self) -> bool:
         return self.emulation is not None  # before_launch registers the operands
+
+    def captures_graphs(self, device: Any) -> bool:
+        return self.graphs
 
     def is_capturing(self, stream: Any) -> bool:
         return self._errors.is_capturing(stream)

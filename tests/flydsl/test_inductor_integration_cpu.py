@@ -148,7 +148,7 @@ def test_hip_version_parsing() -> None:
 
 def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
     """When the DB names a FlyDSL candidate as the winner, Inductor's generated code calls
-    torch.ops.inductor_flydsl.mm_out.default with out=; on this CPU the op refuses to
+    the op (torch._inductor_flydsl.mm_out, no dispatcher) with out=; on this CPU it refuses to
     launch (it never launches without a verified ROCm runtime), and, called from the
     user's forward, computes the call with ATen instead: one warning naming the kernel
     and the reason, the right result, counted and recorded (issue 42: a run-time failure
@@ -188,11 +188,11 @@ def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
             text = path.read_text()
         except OSError:  # a temporary file of Inductor's, gone already
             continue
-        if "torch.ops.inductor_flydsl" in text:
+        if "torch._inductor_flydsl." in text:
             wrappers.append(text)
     assert wrappers, "the generated wrapper calls the plugin's op"
     call = next(line.strip() for line in wrappers[0].splitlines()
-                if "torch.ops.inductor_flydsl.mm_out.default(" in line)
+                if "torch._inductor_flydsl.mm_out(" in line)
     assert "out=" in call and "config=" in call and chosen["config"] != ""
 
 

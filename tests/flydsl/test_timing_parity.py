@@ -92,7 +92,7 @@ def offered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     db = tmp_path / "t.db"
     import torch._inductor.config as inductor_config
 
-    with kernel_runner.use_runtime(FakeHipRuntime(hip, emulate=True)) as runner:
+    with kernel_runner.use_runtime(FakeHipRuntime(hip, emulate=True, graphs=True)) as runner:
         inductor_flydsl.enable(db, "readwrite")
         try:
             with inductor_config.patch(max_autotune_gemm_backends="ATEN,FLYDSL"):
