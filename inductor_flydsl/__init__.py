@@ -34,6 +34,7 @@ from .settings import (
     enabled_by_env,
     environment_errors,
     settings_from_env,
+    unknown_settings,
 )
 from .stats_view import StatsSnapshot
 from .version import __version__
@@ -64,7 +65,11 @@ def enable(db_path: str | os.PathLike[str] | None = None,
     on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
     warning naming the variable or module and the fix; the settings returned then say
     ``mode=off``. ``strict=True`` raises instead: :class:`SettingError` or
-    :class:`PluginUnavailable`. A bad ``mode`` argument always raises ``ValueError``.
+    :class:`PluginUnavailable`; it also raises :class:`SettingError` on an unknown
+    ``INDUCTOR_FLYDSL_*`` name (a typo, which otherwise does nothing) and
+    :class:`PluginUnavailable` when the DB cannot be used as asked (unusable, or not
+    writable in ``readwrite`` mode), which otherwise is one warning at the first compile.
+    A bad ``mode`` argument always raises ``ValueError``.
     """
     global _settings, _previous_choices_class
     if mode is not None:  # a bad argument is the caller's error: ValueError, strict or not
@@ -77,6 +82,9 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         problem = _setting_problem(db_path, mode)
         if problem is not None:
             return _stay_off(problem, db_path, strict)
+        unknown = unknown_settings()
+        if strict and unknown:  # a typo does nothing; only strict callers are stopped
+            raise SettingError.combine(list(unknown))
         settings = settings_from_env(db_path, mode)
         if settings.mode is Mode.OFF:
             return settings
@@ -93,7 +101,15 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         from .inductor.choices import plugin_choices_factory
         from .plugin_choices import register_choice_providers
 
-        state = hooks.PluginState(LayeredTuningDB(settings))
+        tuning_db = LayeredTuningDB(settings)
+        db_problems = tuning_db.check_user_db() if strict else []
+        if db_problems:
+            tuning_db.close()
+            fix = (f"give db_path or {ENV_DB} a usable, writable file, or mode readonly "
+                   "to serve a read-only one" if settings.mode is Mode.READWRITE else
+                   f"give db_path or {ENV_DB} an existing tuning DB")
+            raise PluginUnavailable("; ".join(db_problems) + f" ({fix})")
+        state = hooks.PluginState(tuning_db)
         register_choice_providers(state)
         _previous_choices_class = internals.config.inductor_choices_class
         factory = plugin_choices_factory(_previous_choices_class)
@@ -147,8 +163,11 @@ def _stay_off(problem: Exception, db_path: str | os.PathLike[str] | None,
     if strict:
         raise problem
     warnings.warn(f"inductor_flydsl stays off: {problem}", stacklevel=3)
-    path = Path(db_path).expanduser() if db_path is not None else (
-        settings_module.DB.value() or default_db_path())
+    try:  # the path asked for; the problem itself may be a bad INDUCTOR_FLYDSL_DB, already said
+        asked = settings_module.DB.read()
+    except SettingError:
+        asked = None
+    path = Path(db_path).expanduser() if db_path is not None else (asked or default_db_path())
     return Settings(db_path=path, mode=Mode.OFF, use_shipped=False)
 
 

@@ -20,6 +20,7 @@ pick" for compile time, and are therefore off unless asked for: ``INDUCTOR_FLYDS
 
 from __future__ import annotations
 
+import difflib
 import enum
 import logging
 import os
@@ -56,9 +57,9 @@ class SettingError(ValueError):
 
     def __init__(self, name: str, value: str, expected: str, default: Any) -> None:
         self.name, self.value, self.expected = name, value, expected
-        shown = ("unset" if default is None else str(int(default))
-                 if isinstance(default, bool) else str(default))
-        super().__init__(f"{name}={value!r}: {expected} (or unset it; default: {shown})")
+        shown = str(int(default)) if isinstance(default, bool) else str(default)
+        super().__init__(f"{name}={value!r}: {expected} (or unset it"
+                         + (")" if default is None else f"; default: {shown})"))
         self.names = [name]
 
     @classmethod
@@ -220,13 +221,25 @@ BUSY_CPU = EnvSetting("INDUCTOR_FLYDSL_BUSY_CPU", 0.25, positive_number,
                       "counts as busy")
 REPEATS = EnvSetting("INDUCTOR_FLYDSL_REPEATS", 5, whole_number(1),
                      "timing samples per finalist (1: no re-measuring)")
+LOG = EnvSetting("INDUCTOR_FLYDSL_LOG", "off", one_of("off", "summary"),
+                 "summary: one line on stderr per compile: GEMM selections served from the "
+                 "DB (hits), misses, benchmarked, recorded")
 BUSY_NOTE = EnvSetting("INDUCTOR_FLYDSL_BUSY_NOTE", "", free_text,
                        "set by the sweep runner: why the machine was busy before an item "
                        "(its selection is recorded low-confidence)")
 
 ENV_SETTINGS: tuple[EnvSetting[Any], ...] = (
     ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, TOP_K, BUILD_JOBS,
-    BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, BUSY_NOTE)
+    BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, LOG, BUSY_NOTE)
+
+# Variables of this project's scripts, not of the plugin: known, so never called a typo.
+SCRIPT_VARIABLES = {
+    "INDUCTOR_FLYDSL_KEEP_TORCH": "scripts/install.sh: keep the torch installed",
+    "INDUCTOR_FLYDSL_SKIP_NEXT_TORCH": "scripts/install.sh: no second torch environment",
+    "INDUCTOR_FLYDSL_NEXT_TORCH": "scripts/install.sh: the second torch release",
+    "INDUCTOR_FLYDSL_TEST_JOBS": "scripts/run_tests.sh: pytest worker processes",
+    "INDUCTOR_FLYDSL_OTHER_PYTHON": "scripts/run_tests.sh: the other torch's python",
+}
 
 # the names, for code that sets a variable for a child process
 ENV_ENABLE, ENV_DB, ENV_MODE = ENABLE.name, DB.name, MODE.name
@@ -243,6 +256,33 @@ def environment_errors(environ: Mapping[str, str] | None = None) -> list[Setting
         except SettingError as exc:
             errors.append(exc)
     return errors
+
+
+class UnknownSetting(SettingError):
+    """An ``INDUCTOR_FLYDSL_*`` variable that is no setting (a typo): it does nothing."""
+
+    def __init__(self, name: str, value: str) -> None:
+        prefix = ENABLE.name  # compare what follows it: every name shares it
+        close = difflib.get_close_matches(name.removeprefix(prefix),
+                                          [k.removeprefix(prefix) for k in KNOWN_NAMES], n=1)
+        hint = f"did you mean {prefix}{close[0]}?" if close else (
+            "the settings are listed by `inductor-flydsl doctor`")
+        self.name, self.value = name, value
+        self.expected = f"not a setting of inductor_flydsl, so it does nothing; {hint}"
+        ValueError.__init__(self, f"{name}={value!r}: {self.expected}")
+        self.names = [name]
+
+
+KNOWN_NAMES = frozenset(s.name for s in ENV_SETTINGS) | frozenset(SCRIPT_VARIABLES)
+
+
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[UnknownSetting]:
+    """Every ``INDUCTOR_FLYDSL*`` variable set that is neither a setting nor a variable of
+    this project's scripts: a typo (``_TOPK`` for ``_TOP_K``) that silently does
+    nothing."""
+    env = os.environ if environ is None else environ
+    return [UnknownSetting(name, env[name]) for name in sorted(env)
+            if name.startswith("INDUCTOR_FLYDSL") and name not in KNOWN_NAMES]
 
 
 def default_db_path() -> Path:

@@ -21,8 +21,10 @@ class BadArgument(ValueError):
     """One command-line argument is wrong; ``str(exc)`` names it, its value and what it
     accepts."""
 
-    def __init__(self, option: str, value: str, expected: str) -> None:
-        super().__init__(f"{option} {value!r}: {expected}")
+    def __init__(self, option: str, value: str | None, expected: str) -> None:
+        """``value`` None: the option was not given."""
+        super().__init__(f"{option} {value!r}: {expected}" if value is not None else
+                         f"{option} is not given: {expected}")
         self.option = option
 
 
@@ -56,3 +58,48 @@ def parse_choice(option: str, text: str, choices: dict[str, str] | Iterable[str]
 
 def parse_layout(text: str, option: str = "--layout") -> str:
     return parse_choice(option, text, LAYOUTS)
+
+
+DEFAULT_DTYPE = "bf16"
+MX_DTYPE_FORMS = "mxfp8, mxfp4 or <a>x<b> with formats e4m3, e5m2, e2m1 (e.g. e4m3xe2m1)"
+
+
+def gemm_dtype(op: str, text: str | None) -> str:
+    """``--dtype`` as given, or the default for ``op`` when it was left out: bf16, except
+    for scaled_mm, whose MX formats have no default (an error then names what to give,
+    never a value the user did not write)."""
+    if text is not None:
+        return text
+    if op == "scaled_mm":
+        raise BadArgument("--dtype", None, f"--op scaled_mm needs the MX formats: use "
+                                           f"{MX_DTYPE_FORMS}")
+    return DEFAULT_DTYPE
+
+
+def config_from_json(config_class: type, text: str, option: str = "--config") -> object:
+    """A template config from ``--config`` JSON. A config that is not valid names the
+    fields it took from the defaults (not in ``text``) beside the reason, so an error
+    about a default (``waves_m=2``) says that the user never gave it."""
+    import json
+
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise BadArgument(option, text, f"not JSON ({exc})") from None
+    try:
+        return config_class.from_json(fields)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        reason = str(exc)
+        given = set(fields) if isinstance(fields, dict) else set()
+        try:
+            defaults = config_class().to_json()
+        except Exception:
+            defaults = {}
+        blamed = [f"{name}={value}" for name, value in defaults.items()
+                  if name not in given and f"{name}=" in reason]
+        if blamed:
+            verb, pronoun = ("is the default", "it") if len(blamed) == 1 else (
+                "are defaults", "them")
+            reason += (f"; {', '.join(blamed)} {verb}, not in {option}: give {pronoun} "
+                       "to fit your values")
+        raise BadArgument(option, text, f"not a valid config: {reason}") from None

@@ -22,7 +22,7 @@ from ..priors import describe_record_line, describe_records
 from ..problem import Problem
 from ..settings import default_db_path, settings_from_env
 from ..software import current_software
-from .output import console, fail, print_json, print_table
+from .output import console, fail, output_file_problem, print_json, print_table
 
 COMMAND_NAMES = ("db",)
 
@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
             return _show(db, args)
         elif command == "export":
             rows = queries.export_rows(db)
+            problem = None if str(args.csv) == "-" else output_file_problem(args.csv)
+            if problem:
+                return fail(f"--csv {str(args.csv)!r}: {problem}")
             out = sys.stdout if str(args.csv) == "-" else open(args.csv, "w", newline="")
             try:
                 columns = list(rows[0]) if rows else ["summary"]

@@ -142,7 +142,7 @@ def tuning_db() -> Section:
         try:
             section.add("file", _db_summary(path, immutable=False))
         except UnusableDB as exc:
-            section.add("file", "unusable", f"{exc}: compiles will not use it")
+            section.add("file", f"unusable: {exc}", f"{exc}: compiles will not use it")
         writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
         why = "" if writable else " (the file or its folder is read-only here)"
     else:

@@ -12,9 +12,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import BUILD_JOBS, CACHE_DIR, DB, ENV_SETTINGS, EnvSetting, default_db_path
-
-KNOWN_NAMES = frozenset(s.name for s in ENV_SETTINGS)
+from ..settings import (
+    BUILD_JOBS,
+    CACHE_DIR,
+    DB,
+    ENV_SETTINGS,
+    SCRIPT_VARIABLES,
+    EnvSetting,
+    default_db_path,
+    unknown_settings,
+)
 
 
 def _default_build_jobs() -> str:
@@ -70,13 +77,13 @@ def _state(setting: EnvSetting[Any], env: Mapping[str, str]) -> SettingState:
 
 
 def settings_in_effect(environ: Mapping[str, str] | None = None) -> list[SettingState]:
-    """Every known setting, then every unknown ``INDUCTOR_FLYDSL*`` variable set (a typo
-    does nothing, which is a problem worth reporting)."""
+    """Every known setting, the variables of this project's scripts that are set, then
+    every unknown ``INDUCTOR_FLYDSL*`` variable set (a typo does nothing, which is a
+    problem worth reporting)."""
     env = os.environ if environ is None else environ
     states = [_state(setting, env) for setting in ENV_SETTINGS]
-    for name in sorted(env):
-        if name.startswith("INDUCTOR_FLYDSL") and name not in KNOWN_NAMES:
-            states.append(SettingState(name, env[name], "env", "unknown variable",
-                                       "not a setting of inductor_flydsl: it does nothing "
-                                       "(a typo?)"))
+    states += [SettingState(name, env[name], "env", meaning, None)
+               for name, meaning in SCRIPT_VARIABLES.items() if name in env]
+    states += [SettingState(u.name, u.value, "env", "unknown variable", u.expected)
+               for u in unknown_settings(env)]
     return states

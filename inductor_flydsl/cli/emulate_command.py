@@ -9,10 +9,10 @@ result, LDS race, hazard or emulation error (fault, unknown opcode, ...), 2 bad 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from .arguments import BadArgument, parse_gemm_shape
+from .arguments import BadArgument, config_from_json, parse_gemm_shape
+from .isa_match import check_dense_isa
 from .output import console, fail, print_json
 
 COMMAND_NAMES = ("emulate",)
@@ -63,16 +63,26 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, ImportError) as exc:
         return fail(f"--template {args.template!r}: {exc}")
     try:
-        config = template.GemmConfig.from_json(json.loads(args.config))
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        return fail(f"--config {args.config!r}: {exc}")
+        config = config_from_json(template.GemmConfig, args.config)
+    except BadArgument as exc:
+        return fail(str(exc))
     batch, (m, n, k) = (dims[0], dims[1:]) if len(dims) == 4 else (2, dims)
     try:
-        target = parse_program(text).kernel.arch
+        program = parse_program(text)
     except Exception as exc:
         return fail(f"{args.isa}: {exc}")
+    target = program.kernel.arch
     if target != args.arch:
         return fail(f"{args.isa} was compiled for {target}, not --arch {args.arch}")
+    unchecked: list[str] = []
+    if args.template == "gemm_dense":
+        match = check_dense_isa(args.isa, program, template, config, op=args.op,
+                                dtype=args.dtype, layout=args.layout, arch=args.arch)
+        if match.mismatches:
+            return fail(f"{args.isa} is not the kernel these arguments describe, so running "
+                        "it would report errors of the arguments, not of the kernel:\n  "
+                        + "\n  ".join(match.mismatches))
+        unchecked = match.unchecked
     if k % config.tile_k:
         return fail(f"K={k} is not a multiple of the config's tile_k={config.tile_k}")
     result = emulate_gemm(text, template, config, op=args.op, dtype=args.dtype,
@@ -80,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                           alpha=args.alpha, beta=args.beta, budget=args.budget or DEFAULT_BUDGET,
                           hazards=args.hazards)
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "not_checked": unchecked})
     else:
         verdict = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
         console.print(f"{verdict}: {args.op} {args.dtype} {args.layout} {m}x{n}x{k} on "
@@ -93,4 +103,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  hazard: {hazard}")
         if result.error:
             console.print(f"  error: {result.error}")
+        if not result.ok:
+            for note in unchecked:
+                console.print(f"  not checked: {note}; a kernel built for other arguments "
+                              "gives wrong results", markup=False)
     return 0 if result.ok else 1

@@ -20,7 +20,7 @@ from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, config_fields, explain
 from ..priors import describe_record_line
 from ..problem import synthetic_problem
 from ..settings import settings_from_env
-from .arguments import BadArgument, parse_choice, parse_gemm_shape, parse_layout
+from .arguments import BadArgument, gemm_dtype, parse_choice, parse_gemm_shape, parse_layout
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("explain",)
@@ -38,8 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", required=True,
                    help="MxNxK, or BxMxNxK for bmm, or GxTxNxK for grouped_mm (G groups "
                         "over T tokens, weights G x K x N)")
-    p.add_argument("--dtype", default="bf16",
-                   help="bf16, fp16 (fp32 shows the rejection); scaled_mm: mxfp8, mxfp4 or "
+    p.add_argument("--dtype", default=None,
+                   help="bf16 (the default), fp16 (fp32 shows the rejection); scaled_mm (no "
+                        "default): mxfp8, mxfp4 or "
                         "<a>x<b> with formats e4m3, e5m2, e2m1 (e.g. e4m3xe2m1)")
     p.add_argument("--out-dtype", default="bf16", help="scaled_mm: bf16 or fp16 output")
     p.add_argument("--bias", action="store_true", help="scaled_mm: with a length-N bias")
@@ -197,6 +198,10 @@ def _mx_problem(args: argparse.Namespace, m: int, n: int, k: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        args.dtype = gemm_dtype(args.op, args.dtype)
+    except BadArgument as exc:
+        return fail(str(exc))
     if args.op == "scaled_mm":
         return _run_mx(args)
     try:
@@ -269,23 +274,52 @@ def run(args: argparse.Namespace) -> int:
                           f"{', '.join(db_info['bucket_winner_archs'])})")
         else:
             console.print(f"tuning DB {db_path}: no winner for this problem or its bucket "
-                          f"(M={db_info['bucket_m']}); it will be autotuned and recorded")
+                          f"(M={db_info['bucket_m']}); a max-autotune compile on a "
+                          f"{args.arch} GPU autotunes it and records every candidate (on "
+                          "CPU, Inductor autotunes only GEMMs with a constant weight, with "
+                          "torch._inductor.config.freezing = True: recorded as "
+                          "packed_linear)", markup=False)
     for record in (db_info or {}).get("records", []):
         console.print(f"  record {describe_record_line(record)}", markup=False)
     if result.eligible:
+        configs = best_first(result.configs)
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
-                      f"{len(result.configs)} {result.search_space} configs, best first")
-        fields = _fields(result.configs)
+                      f"{len(configs)} {result.search_space} configs, "
+                      + _order_text(configs), markup=False)
+        fields = _fields(configs)
         print_table("configs", fields, [[_cell(c.get(f)) for f in fields]
-                                        for c in result.configs])
+                                        for c in configs])
         _print_model_note(result.model)
         if args.isa is not None:
-            _print_isa_table(result.configs)
+            _print_isa_table(configs)
     else:
         console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:")
         for reason in result.reasons:
             console.print(f"  - {reason}")
     return status
+
+
+def best_first(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The configs as listed: those a compile with no record benchmarks (``offered``
+    True: the model's top-k) first, then the others; each part by predicted time, fastest
+    first, configs without a prediction last in the order given."""
+    def key(entry: tuple[int, dict[str, Any]]) -> tuple[bool, float, int]:
+        index, config = entry
+        predicted = config.get("predicted_us")
+        return (config.get("offered") is False,
+                predicted if isinstance(predicted, int | float) else float("inf"), index)
+
+    return [c for _, c in sorted(enumerate(configs), key=key)]
+
+
+def _order_text(configs: list[dict[str, Any]]) -> str:
+    if not any(isinstance(c.get("predicted_us"), int | float) for c in configs):
+        return "in the order a compile offers them (no prediction for this arch)"
+    top = sum(1 for c in configs if c.get("offered") is True)
+    if top and top < len(configs):
+        return (f"the {top} a compile with no record benchmarks first, then the other "
+                f"{len(configs) - top}; each part fastest predicted first")
+    return "fastest predicted first"
 
 
 def _record_status(db: Any, path: Path, problem: Any, arch: str) -> dict[str, Any]:
@@ -340,8 +374,7 @@ def _print_model_note(model: dict[str, str] | None) -> None:
     if model:
         console.print(f"predicted_us, tflops, roofline_share, bound: PREDICTED by the "
                       f"performance model on {model['device']}, not measured "
-                      f"({model['doc']}); order: {model['order']}; offered "
-                      f"{model['offered']}", markup=False)
+                      f"({model['doc']}); offered {model['offered']}", markup=False)
 
 
 def _fields(configs: list[dict[str, Any]]) -> list[str]:
@@ -405,13 +438,14 @@ def _run_mx(args: argparse.Namespace) -> int:
         print_json(result.as_json())
         return status
     if result.eligible:
+        configs = best_first(result.configs)
         console.print(f"FlyDSL is eligible for {result.problem} on {result.arch}: "
-                      f"{len(result.configs)} MX configs, best first", markup=False)
-        fields = _fields(result.configs)
+                      f"{len(configs)} MX configs, {_order_text(configs)}", markup=False)
+        fields = _fields(configs)
         print_table("configs", fields, [[_cell(c.get(f)) for f in fields]
-                                        for c in result.configs])
+                                        for c in configs])
         if args.isa is not None:
-            _print_isa_table(result.configs)
+            _print_isa_table(configs)
     else:
         console.print(f"FlyDSL is NOT eligible for {result.problem} on {result.arch}:",
                       markup=False)

@@ -13,21 +13,22 @@ Every figure printed is a prediction, never a measurement.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from ..performance.config_names import config_key, config_label
 from ..performance.devices import DEFAULT_DEVICE, DEVICES, SOURCES, device_spec
 from ..performance.kernel_profile import OPERAND_BYTES, profile_from_isa
-from ..performance.model import predict
+from ..performance.model import PREDICTED_TIMINGS, predict
 from ..performance.traffic import GemmShape
-from .arguments import BadArgument, parse_choice, parse_gemm_shape
+from .arguments import BadArgument, config_from_json, gemm_dtype, parse_choice, parse_gemm_shape
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("predict",)
 OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 ARCHS = ("gfx950", "gfx942")
+TIMING_TEXT = {"graph": "graph replay or back-to-back launches, the GPU's launch gap only",
+               "eager": "one event-timed call after a cache flush, host dispatch included"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--op", default="mm", help=f"one of {', '.join(OPS)} (default mm)")
     p.add_argument("--shape", required=True,
                    help="MxNxK (bmm BxMxNxK, grouped_mm GxTxNxK)")
-    p.add_argument("--dtype", default="bf16",
-                   help="bf16 or fp16; scaled_mm: mxfp8, mxfp4 or <a>x<b> (e4m3, e5m2, e2m1)")
+    p.add_argument("--dtype", default=None,
+                   help="bf16 or fp16 (default bf16); scaled_mm (no default): mxfp8, mxfp4 or "
+                        "<a>x<b> (e4m3, e5m2, e2m1)")
     p.add_argument("--layout", default="nt", help="nn, nt, tn or tt (default nt)")
     p.add_argument("--device", default=None,
                    help=f"one of {', '.join(DEVICES)} (default: MI355X for gfx950, MI300X "
@@ -57,7 +59,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split-k", type=int, default=1, help="--isa: K slices")
     p.add_argument("--split-k-reduction", default="workspace",
                    help="--isa: how split-K partials meet: workspace (a reduction kernel "
-                        "after) or atomic (no extra kernel)")
+                        "after), atomic (added in the output with atomics, no extra kernel) "
+                        "or counter (the last-arriving workgroup adds them, no extra kernel)")
+    p.add_argument("--register-prefetch", action="store_true",
+                   help="--isa: the kernel also loads the next K step into registers ahead "
+                        "(one more step of loads in flight)")
+    p.add_argument("--timing", default="graph",
+                   help="how the predicted time is taken: graph (CUDA/HIP graph replay or "
+                        "back-to-back launches, the default: max-autotune runs under "
+                        "cudagraphs) or eager (one event-timed call, host dispatch "
+                        "included)")
     p.add_argument("--sources", action="store_true", help="also list the device's sources")
     p.add_argument("--json", action="store_true")
 
@@ -90,8 +101,8 @@ def _shape(op: str, text: str, *, bias: bool) -> GemmShape:
 
 def _tile(text: str | None) -> tuple[int, int, int]:
     if text is None:
-        raise BadArgument("--tile", "(missing)", "--isa needs the kernel's tile, e.g. "
-                                                 "--tile 16x64x256")
+        raise BadArgument("--tile", None, "--isa needs the kernel's tile, e.g. "
+                                          "--tile 16x64x256")
     try:
         m, n, k = (int(p) for p in text.lower().split("x"))
     except ValueError:
@@ -117,7 +128,7 @@ def _isa_dtypes(dtype: str) -> tuple[str, str]:
 def _predict_isa(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
     tile_m, tile_n, tile_k = _tile(args.tile)
     reduction = parse_choice("--split-k-reduction", args.split_k_reduction,
-                             ("workspace", "atomic"))
+                             ("workspace", "atomic", "counter"))
     for option, value in (("--split-k", args.split_k), ("--stages", args.stages),
                           ("--group-m", args.group_m), ("--waves", args.waves)):
         if value is not None and value < 1:
@@ -131,15 +142,48 @@ def _predict_isa(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
         profile = profile_from_isa(
             text, device.arch, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, waves=args.waves,
             stages=args.stages, group_m=args.group_m, split_k=args.split_k, a_dtype=a,
-            b_dtype=b, split_k_reduction=reduction, source=str(args.isa))
+            b_dtype=b, split_k_reduction=reduction, source=str(args.isa),
+            register_prefetch=args.register_prefetch)
     except ValueError as exc:
         raise BadArgument("--isa", str(args.isa), str(exc)) from None
+    _check_tile_against_isa(args, text, device.arch, profile)
     shape = _shape(args.op, args.shape, bias=False)
     try:
-        prediction = predict(profile, shape, device)
+        prediction = predict(profile, shape, device, args.timing)
     except ValueError as exc:
         raise BadArgument("--shape", args.shape, str(exc)) from None
     return [{"kernel": str(args.isa), **prediction.to_json(), "profile": profile.to_json()}]
+
+
+def _check_tile_against_isa(args: argparse.Namespace, text: str, arch: str,
+                            profile: Any) -> None:
+    """Refuse a ``--tile`` (with ``--waves``) the ISA's main loop cannot be made of: one
+    trip of it issues ``loop_mfma`` MFMAs per wave, so the workgroup's multiply-adds per
+    trip must be a whole number (at least 1) of K steps of the tile."""
+    from ..flydsl_backend.isa import parse_isa
+    from ..flydsl_backend.loop_analysis import analyze_isa
+
+    threads = parse_isa(text).max_workgroup_size
+    if args.waves and threads and args.waves * 64 != threads:
+        raise BadArgument("--waves", str(args.waves),
+                          f"{args.isa}'s kernel metadata gives its workgroups {threads} "
+                          f"threads ({threads / 64:g} wave(s) of 64); leave --waves out to "
+                          "take it from there")
+    if not profile.loop_mfma or not analyze_isa(text, arch, mca=False).main_loop:
+        return  # no main loop (K fully unrolled): the MFMAs cover an unknown K
+    steps = profile.loop_mfma / profile.mfma_per_k_step
+    if steps >= 0.999 and abs(steps - round(steps)) < 0.001:
+        return
+    macs = profile.loop_mfma * profile.waves * profile.flops_per_mfma // 2
+    tile = profile.tile_m * profile.tile_n * profile.tile_k
+    waves = (f"--waves {args.waves}" if args.waves else
+             f"{profile.waves} wave(s) (its metadata's workgroup size)")
+    raise BadArgument("--tile", args.tile,
+                      f"{args.isa} does not hold this tile: one trip of its main loop issues "
+                      f"{profile.loop_mfma} {profile.mfma} per wave, with {waves}: "
+                      f"{macs} multiply-adds per workgroup, which is {steps:.3g} K steps of "
+                      f"a {args.tile} tile ({tile} each), not a whole number of them; give "
+                      "the tile (and --waves) the kernel was built with")
 
 
 def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
@@ -172,12 +216,7 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
             raise BadArgument("--shape", args.shape, str(exc)) from None
     template, kernel_op, dtype_name, layout = model_variant(problem)
     if args.config is not None:
-        try:
-            fields = json.loads(args.config)
-            configs = [load_template(template).GemmConfig.from_json(fields)]
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise BadArgument("--config", args.config, f"a template config as JSON ({exc})"
-                              ) from None
+        configs = [config_from_json(load_template(template).GemmConfig, args.config)]
     else:
         reasons = problem_reasons(problem, arch=device.arch)
         if reasons:
@@ -188,14 +227,15 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
         configs = _pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
     shape = model_shape(problem)
     ranked = rank(configs, shape, arch=device.arch, template=template, op=kernel_op,
-                  dtype=dtype_name, layout=layout, device=device)
+                  dtype=dtype_name, layout=layout, device=device, timing=args.timing)
     offered = _offered_status(problem, device.arch)
     out = []
     for entry in ranked:
         row: dict[str, Any] = {"config": entry.config.to_json()}
         if entry.prediction is None:
             row["prediction"] = "none: " + _why_none(entry.config, shape, template, kernel_op,
-                                                     dtype_name, layout, device)
+                                                     dtype_name, layout, device,
+                                                     args.timing)
         else:
             row.update(entry.prediction.to_json())
         row["offered"] = offered.get(config_key(entry.config.to_json()), NOT_OFFERED)
@@ -221,7 +261,7 @@ def _offered_status(problem: Any, arch: str) -> dict[str, str]:
 
 
 def _why_none(config: Any, shape: GemmShape, template: str, op: str, dtype: str,
-              layout: str, device: Any) -> str:
+              layout: str, device: Any, timing: str) -> str:
     from ..performance.ranking import catalog_profile
 
     found = catalog_profile(config, arch=device.arch, template=template, op=op, dtype=dtype,
@@ -229,7 +269,7 @@ def _why_none(config: Any, shape: GemmShape, template: str, op: str, dtype: str,
     if found is None:
         return "the compile catalog has no figures for this config"
     try:
-        predict(found[0], shape, device)
+        predict(found[0], shape, device, timing)
     except ValueError as exc:
         return f"the kernel cannot take this shape ({exc})"
     return "no figures"
@@ -238,19 +278,23 @@ def _why_none(config: Any, shape: GemmShape, template: str, op: str, dtype: str,
 def run(args: argparse.Namespace) -> int:
     try:
         device = _device(args)
+        args.dtype = gemm_dtype(args.op, args.dtype)
+        args.timing = parse_choice("--timing", args.timing, PREDICTED_TIMINGS)
         rows = (_predict_isa(args, device) if args.isa is not None
                 else _predict_configs(args, device))
     except BadArgument as exc:
         return fail(str(exc))
     if args.json:
         print_json({"device": device.name, "arch": device.arch, "kind": "predicted",
+                    "timing": args.timing,
                     "predictions": rows,
                     "sources": {sid: SOURCES[sid][0] for sid in set(device.sources.values())}})
         return 0
     console.print(f"PREDICTED (performance model, not measured) on {device.name} "
                   f"({device.arch}, {device.compute_units} CUs, peak clock "
                   f"{device.clock_hz / 1e9:.2f} GHz, modelled at "
-                  f"{device.gemm_clock_hz / 1e9:.2f} GHz under GEMM load), --op {args.op} "
+                  f"{device.gemm_clock_hz / 1e9:.2f} GHz under GEMM load), timing mode "
+                  f"{args.timing} ({TIMING_TEXT[args.timing]}), --op {args.op} "
                   f"--shape {args.shape}", markup=False)
     for note in device.assumptions:
         console.print(f"  assumed: {note}", markup=False)

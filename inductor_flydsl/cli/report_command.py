@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..db.open import UnusableDB
 from ..settings import default_db_path, settings_from_env
-from .output import console, fail, print_json
+from .output import console, fail, output_file_problem, print_json
 
 COMMAND_NAMES = ("report",)
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except UnusableDB as exc:
         return fail(str(exc))
     for option, target in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
-        problem = _output_problem(target)
+        problem = output_file_problem(target)
         if problem:
             return fail(f"{option} {str(target)!r}: {problem}")
     plot_ref = None
@@ -64,18 +64,3 @@ def run(args: argparse.Namespace) -> int:
     elif not args.json:
         print(text)
     return 0
-
-
-def _output_problem(path: Path | None) -> str | None:
-    """Create the folder of an output file; why it cannot be written there, or None."""
-    if path is None:
-        return None
-    if path.is_dir():
-        return "is a folder; give a file name"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create its folder {str(path.parent)!r}: {exc.strerror or exc}"
-    if not os.access(path.parent, os.W_OK):
-        return f"its folder {str(path.parent)!r} cannot be written"
-    return None

@@ -93,7 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with wait/backoff, run an item anyway (recorded low-confidence) "
                         "after the machine stayed busy this long (default 600)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no live progress bar (the header and each item's started and "
+                        "finished lines stay)")
     p.add_argument("--pack", action="store_true",
                    help="at the end, pack the DB into one verified file to share or ship "
                         "(see `inductor-flydsl db pack`)")
@@ -228,8 +230,8 @@ def run(args: argparse.Namespace) -> int:
                            on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,
                            remeasure=args.remeasure or args.remeasure_noisy,
                            isolate=args.isolate, batch_items=args.batch_items)
-    ui = SweepProgress(enabled=not args.no_progress and not args.json,
-                       device_kind=identity.kind)
+    ui = SweepProgress(enabled=not args.json, device_kind=identity.kind,
+                       bar=not args.no_progress)
     try:
         summary = run_sweep(items, options, slots, identity, on_event=ui.event,
                             on_plan=ui.plan, on_wait=ui.wait)

@@ -80,10 +80,13 @@ class _StatusProgress(Progress):
 
 
 class SweepProgress:
-    def __init__(self, enabled: bool, device_kind: str, live: bool | None = None) -> None:
+    def __init__(self, enabled: bool, device_kind: str, live: bool | None = None,
+                 bar: bool = True) -> None:
+        """``enabled``: the header and each item's started and finished lines; ``bar``
+        (``--no-progress`` turns it off): the live bar and status line, on a terminal."""
         self.enabled = enabled
         self.device_kind = device_kind  # names items as the DB names them (item_name)
-        self.live = enabled and (err_console.is_terminal if live is None else live)
+        self.live = enabled and bar and (err_console.is_terminal if live is None else live)
         # live: a wrapping console (a soft-wrapping one, like err_console, would crop the
         # live display to one line per renderable); plain: err_console, lines never cut
         console = Console(stderr=True, highlight=False) if self.live else err_console

@@ -49,15 +49,19 @@ _warned_lock = threading.Lock()
 
 
 def warn_once(key: str, message: str) -> None:
+    """One :class:`TuningDBWarning` per problem (``key``) and process, and nothing else:
+    a warning, not a log line, because it is something for the user to fix while the
+    compile goes on, and a warning category is what Python gives users to filter, escalate
+    (``-W error::...TuningDBWarning``) or assert on. Only where warnings are errors (so the
+    warning cannot be shown) does a log line say it instead: the compile must go on."""
     with _warned_lock:
         if key in _warned:
             return
         _warned.add(key)
-    log.warning(message)
     try:
         warnings.warn(message, TuningDBWarning, stacklevel=3)
     except Exception:  # warnings turned into errors (-W error): the log line must do
-        pass
+        log.warning(message)
 
 
 class LayeredTuningDB:
@@ -79,33 +83,44 @@ class LayeredTuningDB:
     def user_db(self) -> TuningDB | None:
         with self._lock:
             if self._user is None and not self._user_failed:
-                path = self.settings.db_path
-                wants_writes = self.settings.mode is Mode.READWRITE
-                read_only_here = wants_writes and is_read_only_place(path)
-                try:
-                    try:
-                        self._user = self._open_user(writable=wants_writes
-                                                     and not read_only_here)
-                    except UnusableDB as exc:
-                        # a read-only mount os.access did not see: SQLite refused a write
-                        if not wants_writes or read_only_here or "readonly" not in str(exc):
-                            raise
-                        read_only_here = True
-                        self._user = self._open_user(writable=False)
-                except (UnusableDB, sqlite3.Error, OSError) as exc:
-                    self._user_failed = True
-                    warn_once(f"user:{path}",
-                              f"inductor_flydsl: tuning DB not used: {exc}. Compilation "
-                              "continues as plain max-autotune; the file was not modified.")
-                    return None
-                if read_only_here:
-                    warn_once(f"read-only:{path}",
-                              f"inductor_flydsl: tuning DB {path} is read-only here (the "
-                              "file or its folder cannot be written): its recorded winners "
-                              "are served, but this process records nothing. Point "
-                              f"{ENV_DB} at a writable file to record, or set "
-                              f"{ENV_MODE}=readonly to silence this warning.")
+                for key, problem, consequence in self._open_user_layer():
+                    warn_once(key, f"inductor_flydsl: {problem}. {consequence}")
             return self._user
+
+    def check_user_db(self) -> list[str]:
+        """Open the user's DB now, as the first compile would, and return what that would
+        warn about (``enable(strict=True)`` raises it instead); nothing is warned."""
+        with self._lock:
+            if self._user is None and not self._user_failed:
+                return [problem for _, problem, _ in self._open_user_layer()]
+            return []
+
+    def _open_user_layer(self) -> list[tuple[str, str, str]]:
+        """Open the user's DB (``self._user``, or ``self._user_failed``); return the
+        problems as (warning key, what is wrong, what the plugin does about it)."""
+        path = self.settings.db_path
+        wants_writes = self.settings.mode is Mode.READWRITE
+        read_only_here = wants_writes and is_read_only_place(path)
+        try:
+            try:
+                self._user = self._open_user(writable=wants_writes and not read_only_here)
+            except UnusableDB as exc:
+                # a read-only mount os.access did not see: SQLite refused a write
+                if not wants_writes or read_only_here or "readonly" not in str(exc):
+                    raise
+                read_only_here = True
+                self._user = self._open_user(writable=False)
+        except (UnusableDB, sqlite3.Error, OSError) as exc:
+            self._user_failed = True
+            return [(f"user:{path}", f"tuning DB not used: {exc}",
+                     "Compilation continues as plain max-autotune; the file was not modified.")]
+        if read_only_here:
+            return [(f"read-only:{path}",
+                     f"tuning DB {path} is read-only here (the file or its folder cannot be "
+                     "written)", "Its recorded winners are served, but this process records "
+                     f"nothing. Point {ENV_DB} at a writable file to record, or set "
+                     f"{ENV_MODE}=readonly to silence this warning.")]
+        return []
 
     def _open_user(self, *, writable: bool) -> TuningDB:
         return TuningDB.open(self.settings.db_path, writable=writable,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import epilogue_fusion, epilogues, fusion_replay, internals, plugin_state
+from . import compile_summary, epilogue_fusion, epilogues, fusion_replay, internals, plugin_state
 from .lookup import preprocess_choices
 from .plugin_state import PluginState, report_error
 from .recording import record_epilogue, save_feedback
@@ -87,12 +87,14 @@ def install(state: PluginState) -> None:
     fusion_replay.install()
     epilogue_fusion.install_pass(_fusion_gate, report_error,
                                  lambda n: state.stats.bump("epilogue_fusions", n))
+    compile_summary.install()
     plugin_state.activate(state)
 
 
 def uninstall() -> PluginState | None:
     """Deactivate: the hooks stay registered but do nothing; Inductor's class is restored."""
     previous = plugin_state.activate(None)
+    compile_summary.uninstall()
     epilogues.set_sink(None)
     epilogues.uninstall_observer()
     fusion_replay.uninstall()

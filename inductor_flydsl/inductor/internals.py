@@ -146,6 +146,11 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("config", "torch._inductor", "config", "Inductor's configuration"),
     Internal("counters", "torch._dynamo.utils", "counters",
              "Inductor's counters (the sweep's autotune_runs)"),
+    Internal("compile_callbacks", "torch._dynamo.callback", "callback_handler",
+             "where each compile starts and ends: INDUCTOR_FLYDSL_LOG=summary's line per "
+             "compile (compile_summary.py)",
+             members=("register_start_callback(callback)", "register_end_callback(callback)",
+                      "remove_start_callback(callback)", "remove_end_callback(callback)")),
     Internal("mark_dynamic", "torch._dynamo", "mark_dynamic",
              "a sweep item's dynamic M", params=("t", "index")),
     Internal("dynamo_reset", "torch._dynamo", "reset",

@@ -1,0 +1,157 @@
+"""What a new user is told (issue 44): a DB path that is a directory gives one warning
+and the plugin is off; ``enable(strict=True)`` raises on a misspelt ``INDUCTOR_FLYDSL_*``
+name and on an unusable DB; a DB problem is one warning, not two;
+``INDUCTOR_FLYDSL_LOG=summary`` prints one line per compile with what the plugin did.
+
+Each runs where the user would see it: in a fresh process, its stderr read whole."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import inductor_flydsl
+from inductor_flydsl import PluginUnavailable
+from inductor_flydsl.settings import SettingError, UnknownSetting
+from tests.conftest import isolated_env, run_compile_model
+
+# the MLP scripts/compile_model.py compiles: 4 linears of distinct shapes, so 4 GEMM
+# selections (Inductor would reuse the selection of a repeated shape)
+DIMS = "64,96,80,48,32"
+GEMMS = 4
+
+
+def _python(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def _plugin_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "inductor_flydsl" in line]
+
+
+def test_db_directory_is_one_warning_and_the_plugin_off(tmp_path: Path) -> None:
+    env = isolated_env(tmp_path, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_DB=str(tmp_path))
+    proc = _python("import torch, inductor_flydsl; print(inductor_flydsl.active_settings())",
+                   env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "None"  # off, as the warning says
+    warned = [line for line in _plugin_lines(proc.stderr) if "Warning" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "stays off" in warned[0] and f"INDUCTOR_FLYDSL_DB={str(tmp_path)!r}" in warned[0]
+    assert "this is a directory" in warned[0]
+    assert "using the default" not in proc.stderr
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    for name in list(os.environ):
+        if name.startswith("INDUCTOR_FLYDSL"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("INDUCTOR_FLYDSL_SHIPPED", "0")
+    yield
+    inductor_flydsl.disable()
+
+
+def test_strict_raises_on_a_misspelt_name(clean_env: None, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOPK", "3")
+    with pytest.raises(UnknownSetting) as raised:
+        inductor_flydsl.enable(tmp_path / "t.db", strict=True)
+    assert isinstance(raised.value, SettingError)
+    assert str(raised.value) == ("INDUCTOR_FLYDSL_TOPK='3': not a setting of inductor_flydsl, "
+                                 "so it does nothing; did you mean INDUCTOR_FLYDSL_TOP_K?")
+    assert inductor_flydsl.active_settings() is None
+    # two at once, one error naming both; a name with no near one points to `doctor`
+    monkeypatch.setenv("INDUCTOR_FLYDSL_XYZZY", "1")
+    with pytest.raises(SettingError) as raised:
+        inductor_flydsl.enable(tmp_path / "t.db", strict=True)
+    assert raised.value.names == ["INDUCTOR_FLYDSL_TOPK", "INDUCTOR_FLYDSL_XYZZY"]
+    assert "listed by `inductor-flydsl doctor`" in str(raised.value)
+    # the scripts' own variables are no typos; not strict, a typo does not stop the plugin
+    monkeypatch.delenv("INDUCTOR_FLYDSL_XYZZY")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_SKIP_NEXT_TORCH", "1")
+    monkeypatch.delenv("INDUCTOR_FLYDSL_TOPK")
+    assert inductor_flydsl.enable(tmp_path / "t.db", strict=True).mode.value == "readwrite"
+    monkeypatch.setenv("INDUCTOR_FLYDSL_TOPK", "3")
+    assert inductor_flydsl.enable(tmp_path / "t.db").mode.value == "readwrite"
+
+
+def test_strict_raises_on_an_unusable_db(clean_env: None, tmp_path: Path) -> None:
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n")
+    with pytest.raises(PluginUnavailable) as raised:
+        inductor_flydsl.enable(text, strict=True)
+    assert str(raised.value) == (
+        f"tuning DB not used: {text} is not an SQLite database (bad header) (give db_path or "
+        "INDUCTOR_FLYDSL_DB a usable, writable file, or mode readonly to serve a read-only "
+        "one)")
+    assert inductor_flydsl.active_settings() is None
+    assert text.read_text() == "not a database\n"  # never touched
+    with pytest.raises(PluginUnavailable, match="does not exist"):
+        inductor_flydsl.enable(tmp_path / "missing.db", "readonly", strict=True)
+    # not strict: on, and the DB problem is left to the first compile's one warning
+    assert inductor_flydsl.enable(text).mode.value == "readwrite"
+
+
+def _summary_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines()
+            if line.startswith("inductor_flydsl: compile ")]
+
+
+@pytest.mark.slow  # three max-autotune compiles in fresh processes: ~60 s on 2 cores
+def test_log_summary_and_one_warning_per_db_problem(tmp_path: Path) -> None:
+    """Cold (benchmarked and recorded), warm (served), and over a text file in place of a
+    DB (benchmarked, nothing recorded, one warning): one summary line per compile."""
+    db = tmp_path / "t.db"
+    args = ["--plugin", "--dims", DIMS, "--mode", "max-autotune"]
+    lines = {}
+    for run, path in (("cold", db), ("warm", db), ("text", tmp_path / "notes.db")):
+        if run == "text":
+            path.write_text("not a database\n")
+        env = isolated_env(tmp_path / run, INDUCTOR_FLYDSL_LOG="summary")
+        result = run_compile_model([*args, "--db", str(path)], env, timeout=300)
+        summary = _summary_lines(result["stderr"])
+        assert len(summary) == 1, result["stderr"]
+        lines[run] = (summary[0], result)
+    expected = {
+        "cold": f"0 hits, {GEMMS} misses, {GEMMS} benchmarked, {GEMMS} recorded",
+        "warm": f"{GEMMS} hits, 0 misses, 0 benchmarked, 0 recorded",
+        "text": f"0 hits, {GEMMS} misses, {GEMMS} benchmarked, 0 recorded",
+    }
+    for run, (line, result) in lines.items():
+        assert re.fullmatch(r"inductor_flydsl: compile \d+/\d+: " + expected[run], line), line
+        stats = result["stats"]
+        assert [stats[k] for k in ("hits", "misses", "benchmarked", "recorded")] == [
+            int(n) for n in re.findall(r"(\d+) \w+", expected[run])]
+    stderr = lines["text"][1]["stderr"]
+    told = [line for line in stderr.splitlines() if "tuning DB not used" in line]
+    assert len(told) == 1, stderr  # a TuningDBWarning, no log line beside it
+    assert "TuningDBWarning" in told[0] and "not an SQLite database" in told[0]
+    assert (tmp_path / "notes.db").read_text() == "not a database\n"
+
+
+def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path) -> None:
+    """No setting: no line. With it, a CPU compile without freezing autotunes nothing, and
+    the line says why."""
+    code = ("import torch, inductor_flydsl\n"
+            "m = torch.nn.Linear(16, 8).eval()\n"
+            "with torch.no_grad():\n"
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n")
+    base = isolated_env(tmp_path, INDUCTOR_FLYDSL="1",
+                        INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"))
+    quiet = _python(code, base, tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert not _summary_lines(quiet.stderr)
+    told = _python(code, {**base, "INDUCTOR_FLYDSL_LOG": "summary",
+                          "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache2")}, tmp_path)
+    assert told.returncode == 0, told.stderr
+    assert _summary_lines(told.stderr) == [
+        "inductor_flydsl: compile 0/0: 0 hits, 0 misses, 0 benchmarked, 0 recorded (no GEMM "
+        "was autotuned: is mode='max-autotune' set? On CPU Inductor autotunes only with "
+        "torch._inductor.config.freezing = True)"]
