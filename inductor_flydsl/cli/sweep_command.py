@@ -59,6 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", default=None,
                    help="Inductor GEMM backends, e.g. ATEN,TRITON (default: all available: "
                         "CPU ATEN,CPP; CUDA ATEN,TRITON; ROCm ATEN,TRITON,FLYDSL)")
+    p.add_argument("--timing", choices=("graph", "eager"), default="graph",
+                   help="on a GPU, how candidates are timed: graph (as max-autotune's "
+                        "cudagraph trees run them, served to max-autotune compiles; the "
+                        "default) or eager (host dispatch included, served to "
+                        "max-autotune-no-cudagraphs compiles)")
     p.add_argument("--resume", action="store_true",
                    help="skip items already done, skipped or failed for this device and "
                         "software")
@@ -224,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{item.item_id}  {item_name(item, identity.kind)}{skipped}",
                           markup=False)
         return 0
-    options = SweepOptions(db=db_path, backends=args.backends, resume=args.resume,
+    options = SweepOptions(db=db_path, backends=args.backends, timing=args.timing,
+                           resume=args.resume,
                            retry_failed=args.retry_failed, shard=shard_spec,
                            budget_s=args.budget_s, timeout_s=args.timeout_s,
                            on_busy=args.on_busy, busy_max_wait_s=args.busy_max_wait_s,

@@ -179,6 +179,7 @@ def select_items(items: list[SweepItem], *, shard_spec: tuple[int, int] | None,
 class SweepOptions:
     db: Path
     backends: str | None = None
+    timing: str = "graph"  # on a GPU: graph (max-autotune) or eager (sweep/worker.py)
     resume: bool = False
     retry_failed: bool = False
     shard: tuple[int, int] | None = None
@@ -311,6 +312,8 @@ class SweepRunner:
                           str(os.getpid()))
         if self.options.backends:
             cmd += ["--backends", self.options.backends]
+        if self.options.timing != "graph":
+            cmd += ["--timing", self.options.timing]
         return cmd
 
     def worker_env(self, slot: Slot, workdir: Path, busy: str = "") -> dict[str, str]:

@@ -5,8 +5,11 @@
 
 It builds real tensors with the item's layout on the device, enables
 ``inductor_flydsl`` in ``readwrite`` mode on ``--db`` and compiles the GEMM with
-``torch.compile(mode="max-autotune")`` (``max-autotune-no-cudagraphs`` on a GPU): Inductor
-benchmarks the candidates and the plugin's feedback saver records every candidate and the
+``torch.compile(mode="max-autotune")`` (on a GPU with ``--timing eager``:
+``max-autotune-no-cudagraphs``): Inductor benchmarks the candidates, each timed the way a
+user's compile of that mode times it (``--timing graph``, the default: graph replay, as
+max-autotune's cudagraph trees run them; records are served to max-autotune compiles;
+``inductor/timing_parity.py``) and the plugin's feedback saver records every candidate and the
 winner, exactly as in a user's compile. Nothing here times kernels itself. When the DB
 already holds a winner for the problem, the plugin reuses it and nothing is benchmarked.
 
@@ -162,6 +165,22 @@ def _rel_err(out: Any, ref: Any) -> float:
     return float(diff / scale)
 
 
+# how candidates are timed on a GPU (--timing): as the compiled graph of a max-autotune
+# compile runs them (graph replay) or of a max-autotune-no-cudagraphs one (eager)
+TIMINGS = ("graph", "eager")
+GPU_TIMING = "graph"
+
+
+def compile_mode(kind: str, timing: str) -> str:
+    """The ``torch.compile`` mode a sweep item is compiled with: on a GPU, the one whose
+    compiled graph runs kernels the way ``timing`` times them (graph replay under
+    max-autotune's cudagraph trees, else eager launches); on CPU (no graphs) max-autotune."""
+    if timing not in TIMINGS:
+        raise ValueError(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
+    return "max-autotune" if kind == "cpu" or timing == "graph" else \
+        "max-autotune-no-cudagraphs"
+
+
 def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
                       backends: str | None, dynamic: bool = False) -> dict[str, Any]:
     """Compile and run ``fn`` with max-autotune and the plugin recording into ``db``, and
@@ -181,7 +200,7 @@ def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
         inductor_config.freezing = True  # else Inductor does not autotune CPU GEMMs
     inductor_flydsl.enable(db, "readwrite", strict=True)  # never tune with the plugin off
     before = len(inductor_flydsl.stats()["decisions"])
-    mode = "max-autotune" if kind == "cpu" else "max-autotune-no-cudagraphs"
+    mode = compile_mode(kind, GPU_TIMING)
     start = time.perf_counter()
     with torch.no_grad():
         # dynamic=None lets mark_dynamic make M symbolic; nothing else becomes dynamic
@@ -386,12 +405,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="Inductor cache dir (default: a fresh temporary one)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="die with this process (the runner)")
+    parser.add_argument("--timing", choices=TIMINGS, default="graph",
+                        help="on a GPU: time candidates by graph replay (compiled as "
+                             "max-autotune, the default) or eagerly, host dispatch included "
+                             "(max-autotune-no-cudagraphs); records serve compiles of that "
+                             "mode only")
     parser.add_argument("--serve", action="store_true",
                         help="persistent mode: tune batches of items read as JSON lines "
                              "on stdin until end of input")
     parser.add_argument("--describe", action="store_true",
                         help="print the device and software rows as JSON and exit")
     args = parser.parse_args(argv)
+    global GPU_TIMING
+    GPU_TIMING = args.timing
     if args.parent_pid is not None:
         _die_with_parent(args.parent_pid)
     os.environ[settings.SHIPPED.name] = "0"

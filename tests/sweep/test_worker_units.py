@@ -19,7 +19,7 @@ from inductor_flydsl.sweep.runner import (
     run_sweep,
     select_items,
 )
-from inductor_flydsl.sweep.worker import build
+from inductor_flydsl.sweep.worker import build, compile_mode
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
@@ -262,3 +262,14 @@ def test_a_bad_setting_stops_the_sweep_before_it_starts(
     assert "INDUCTOR_FLYDSL_REPEATS='0'" in str(caught.value)
     assert "INDUCTOR_FLYDSL_ON_BUSY='panic'" in str(caught.value)
     assert not (tmp_path / "sweep.db").exists()
+
+
+def test_a_sweep_compiles_in_the_mode_whose_timing_it_records() -> None:
+    """On a GPU the sweep records graph-replay timings by default (compiled as max-autotune,
+    served to max-autotune compiles) and eager ones with --timing eager; a CPU has no
+    graphs."""
+    assert compile_mode("cuda", "graph") == "max-autotune"
+    assert compile_mode("cuda", "eager") == "max-autotune-no-cudagraphs"
+    assert compile_mode("cpu", "eager") == compile_mode("cpu", "graph") == "max-autotune"
+    with pytest.raises(ValueError, match="not one of graph, eager"):
+        compile_mode("cuda", "fast")
