@@ -40,8 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import sqlite_utils
+
+try:
+    import pandas as pd
+except ModuleNotFoundError as exc:  # the [report] extra: say how to get it
+    raise ModuleNotFoundError(
+        f"inductor_flydsl.report needs the report extra ({exc.name} is missing): "
+        "pip install 'inductor-flydsl[report]'", name=exc.name) from exc
 
 from .performance.comparison import MIN_RANK_POINTS, Comparison, compare
 from .performance.config_names import config_label
