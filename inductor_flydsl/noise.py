@@ -36,13 +36,9 @@ from . import settings
 
 CONFIDENT = "high"
 LOW = "low"
-ENV_BUSY_CPU = settings.BUSY_CPU.name
-ENV_REPEATS = settings.REPEATS.name
 # Set by the sweep runner for an item it ran on a machine it found busy (--on-busy record):
 # the item's selection is recorded low-confidence whatever its own measurement says.
 ENV_BUSY_NOTE = settings.BUSY_NOTE.name
-DEFAULT_BUSY_CPU = settings.BUSY_CPU.default
-DEFAULT_REPEATS = settings.REPEATS.default  # per finalist: Inductor's own + 4 re-measured
 TOP_OTHERS = 3
 
 

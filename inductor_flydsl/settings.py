@@ -243,8 +243,7 @@ SCRIPT_VARIABLES = {
 
 # the names, for code that sets a variable for a child process
 ENV_ENABLE, ENV_DB, ENV_MODE = ENABLE.name, DB.name, MODE.name
-ENV_SHIPPED, ENV_BUCKETS, ENV_REUSE = SHIPPED.name, BUCKETS.name, REUSE.name
-ENV_PRIORS, ENV_PRIOR_TOP_K = PRIORS.name, PRIOR_TOP_K.name
+ENV_SHIPPED, ENV_REUSE, ENV_PRIOR_TOP_K = SHIPPED.name, REUSE.name, PRIOR_TOP_K.name
 
 
 def environment_errors(environ: Mapping[str, str] | None = None) -> list[SettingError]:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ..keys import canonical_json
 
 
 def config_key(config: dict[str, Any]) -> str:
     """A config's identity for matching: its fields, sorted, without the template hash
     (a changed template's build of the same config is the same config)."""
-    return json.dumps({k: v for k, v in sorted(config.items()) if k != "template_hash"},
-                      sort_keys=True)
+    return canonical_json({k: v for k, v in config.items() if k != "template_hash"})
 
 
 def config_label(config: dict[str, Any], fallback: str = "") -> str:

@@ -33,8 +33,6 @@ from .traffic import GemmShape
 
 log = logging.getLogger("inductor_flydsl")
 CATALOG_NAME = "flydsl_compile_catalog.db"
-TEMPLATE_OF_OP = {"mm": "gemm_dense", "addmm": "gemm_dense", "bmm": "gemm_dense",
-                  "grouped_mm": "gemm_grouped", "scaled_mm": "gemm_mx"}
 
 
 @dataclass(frozen=True)

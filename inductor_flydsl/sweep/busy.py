@@ -25,7 +25,6 @@ from .. import settings
 from ..noise import probe_machine
 
 POLICIES = settings.ON_BUSY_POLICIES
-ENV_ON_BUSY = settings.ON_BUSY.name  # the default of --on-busy
 PROBE_S = 1.0
 CHECK_EVERY_S = 5.0
 MAX_BACKOFF_S = 120.0

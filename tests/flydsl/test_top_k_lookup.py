@@ -10,6 +10,9 @@ FlyDSL candidates are offered on this CPU machine (their launch is refused and r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +22,8 @@ from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend import prebuild, provider
-from inductor_flydsl.flydsl_backend.eligibility import offered_configs
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.settings import DEFAULT_CANDIDATES
+from tests.conftest import REPO
 
 M, N, K = 64, 128, 512
 
@@ -67,24 +70,39 @@ def _flydsl_configs(db: Path) -> list[dict]:
             for r in rows]
 
 
-def _plain(configs: list) -> list[dict]:
-    return [c.to_json() for c in configs]
-
-
 def _key(config: dict) -> str:
     return json.dumps({k: v for k, v in config.items() if k != "template_hash"},
                       sort_keys=True)
 
 
+def _predicted_times() -> dict[str, float]:
+    """Every eligible config's predicted time on gfx950 (MI355X) for the shape, as the
+    ``predict`` command reports the model's figures (its own ``offered`` column, which
+    comes from the selection under test, is not read)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
+    proc = subprocess.run([sys.executable, "-m", "inductor_flydsl", "predict", "--op", "mm",
+                           "--shape", f"{M}x{N}x{K}", "--arch", "gfx950", "--json"],
+                          env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300, check=True)
+    rows = json.loads(proc.stdout)["predictions"]
+    return {_key(r["config"]): r.get("predicted_us", float("inf")) for r in rows}
+
+
 def test_a_miss_benchmarks_the_models_top_k_and_the_next_compile_is_served(
         offered: Path) -> None:
-    problem = synthetic_problem("mm", M, N, K, dtype="bfloat16", layout="nt")
-    configs, k = offered_configs(problem, "gfx950")
-    assert k == 4 and len(configs) > k  # the pruned list follows the model's four
+    """The expected four come from the model's predicted times (``predict``), not from
+    the selection code: the four fastest, ties at the fourth place either way."""
+    times = _predicted_times()
+    k = 4  # INDUCTOR_FLYDSL_TOP_K's default
+    fourth = sorted(times.values())[k - 1]
+    assert len(times) > k and fourth < float("inf")
     first = _compile_once(offered)
     assert first["misses"] == 1
     recorded = _flydsl_configs(offered)
-    assert sorted(map(_key, recorded)) == sorted(map(_key, _plain(configs[:k])))
+    keys = set(map(_key, recorded))
+    assert len(keys) == len(recorded) == k, recorded
+    assert {c for c, us in times.items() if us < fourth} <= keys, (times, keys)
+    assert all(times.get(c, float("inf")) <= fourth for c in keys), (times, keys)
     second = _compile_once(offered)
     assert (second["hits"], second["partial_hits"], second["benchmarked"]) == (1, 0, 0)
     assert sorted(map(_key, _flydsl_configs(offered))) == sorted(map(_key, recorded))
@@ -92,12 +110,14 @@ def test_a_miss_benchmarks_the_models_top_k_and_the_next_compile_is_served(
 
 def test_a_record_of_every_config_is_served_whole_under_top_k(
         offered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Top-k 0 offers the pruned list: INDUCTOR_FLYDSL_CANDIDATES' default of the configs
+    eligible for the shape (those ``predict`` lists)."""
     monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "0")  # as the offline sweep records
-    problem = synthetic_problem("mm", M, N, K, dtype="bfloat16", layout="nt")
-    every, k = offered_configs(problem, "gfx950")
-    assert k == 0
+    eligible = _predicted_times()
     _compile_once(offered)
-    assert len(_flydsl_configs(offered)) == len(every)
+    recorded = {_key(c) for c in _flydsl_configs(offered)}
+    assert len(recorded) == min(DEFAULT_CANDIDATES, len(eligible)) > 4
+    assert recorded <= set(eligible)
     monkeypatch.delenv("INDUCTOR_FLYDSL_TOP_K")
     served = _compile_once(offered)
     assert (served["hits"], served["partial_hits"], served["benchmarked"]) == (1, 0, 0)
