@@ -284,44 +284,59 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     single config, nothing is started and the map is empty (the first launch builds);
     ``for_launch``: a launch needs these builds now (a pool of at least one worker)."""
     from ..keys import stable_id
-    from ..template_loader import template_source_hash
-    from .catalog import Job, job_payload, job_result
+    from .catalog import Job
 
-    template_hash = template_source_hash(template)
     wanted = {stable_id(c.to_json()): c for c in configs}
     if not for_launch and (build_workers(len(wanted)) < 1 or len(wanted) < 2):
         return {}
-    pool = build_pool(1 if for_launch else 0)
-    if pool is None:
-        return {}
-    found: dict[str, Build] = {}
-    jobs: list[Job] = []
+    jobs = [Job(template=template, config=tuple(config.to_json().items()), arch=arch,
+                dtype=dtype, layout=layout, op=op, epilogue=epilogue)
+            for config in wanted.values()]
+    builds = start_jobs(jobs, min_workers=1 if for_launch else 0)
+    return dict(zip(wanted, builds, strict=True)) if builds else {}
+
+
+def start_jobs(jobs: list[Any], *, min_workers: int = 0) -> list[Build]:
+    """Start the builds of ``jobs`` (catalog ``Job``s: variants of any template, op,
+    dtype, layout and epilogue) not built or building in this process, as one pool run;
+    returns each job's Build, in order (those built or building before included), or []
+    when no pool could take them (their first launches build them)."""
+    from ..template_loader import template_source_hash
+    from .catalog import job_payload, job_result
+
+    pool = build_pool(min_workers)
+    if pool is None or not jobs:
+        return []
+    hashes = {job.template: template_source_hash(job.template) for job in jobs}
+
+    def key_of(job: Any) -> tuple[str, ...]:
+        return variant_key(hashes[job.template], job.config_id, job.arch, job.dtype,
+                           job.layout, job.op, job.epilogue)
+
+    found: list[Build] = []
+    new: list[Build] = []
     with _lock:
-        for config_id, config in wanted.items():
-            key = variant_key(template_hash, config_id, arch, dtype, layout, op, epilogue)
+        for job in jobs:
+            key = key_of(job)
             if key not in _builds:
-                job = Job(template=template, config=tuple(config.to_json().items()),
-                          arch=arch, dtype=dtype, layout=layout, op=op, epilogue=epilogue)
                 _builds[key] = Build(job=job)
-                jobs.append(job)
-            found[config_id] = _builds[key]
-    if not jobs:
+                new.append(_builds[key])
+            found.append(_builds[key])
+    if not new:
         return found
     # Largest first (longest-processing-time order), so no long build starts last.
-    jobs.sort(key=lambda job: -_build_cost(job.config_json))
-    run = BuildRun(jobs=len(jobs), workers=pool.n_workers,
-                   builds=[found[job.config_id] for job in jobs],
+    new.sort(key=lambda build: -_build_cost(build.job.config_json))
+    run = BuildRun(jobs=len(new), workers=pool.n_workers, builds=new,
                    workers_ready=pool.ready_workers())
-    rounds = -(-len(jobs) // run.workers)
+    rounds = -(-len(new) // run.workers)
     deadline = time.monotonic() + _timeout_s() * rounds + 120  # + worker start-up
     for index, build in enumerate(run.builds):
         build.index, build.deadline = index, deadline
 
     def forget(build: Build) -> None:
-        job = build.job
         with _lock:
-            _builds.pop(variant_key(template_hash, job.config_id, arch, dtype, layout, op,
-                                    epilogue), None)
+            if _builds.get(key_of(build.job)) is build:
+                del _builds[key_of(build.job)]
 
     def on_event(event: Any) -> None:
         build = run.builds[event.index]
@@ -340,17 +355,17 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
         run.pool_finished = time.monotonic()
 
     settings = build_settings()
-    payloads = [job_payload(job, {"settings": settings}) for job in jobs]
+    payloads = [job_payload(build.job, {"settings": settings}) for build in run.builds]
     pool_run = pool.submit(payloads, on_event, on_done)
     if pool_run is None:  # broken or full: first launches ask again
         for build in run.builds:
             forget(build)
             build.finish(None, "")
-        return {}
+        return []
     for build in run.builds:
         build.pool_run = pool_run
     runs.append(run)
-    log.debug("inductor_flydsl: building %d FlyDSL candidates in %d processes", len(jobs),
+    log.debug("inductor_flydsl: building %d FlyDSL variants in %d processes", len(new),
               run.workers)
     return found
 
