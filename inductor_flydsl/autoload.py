@@ -10,8 +10,8 @@ When ``import inductor_flydsl`` came first, torch is imported while the package 
 imported: importing it again here returns it unfinished, and the package's own import
 enables the plugin when it finishes (once: this entry point does not call it again).
 
-It never enables the plugin in the fork server of the plugin's own build workers
-(``settings.enabled_by_env``).
+It never enables the plugin in the plugin's own build server (started with
+``INDUCTOR_FLYDSL=0``: ``flydsl_backend/build_client.py``).
 """
 
 from __future__ import annotations

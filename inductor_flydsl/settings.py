@@ -24,7 +24,6 @@ import difflib
 import enum
 import logging
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,26 +319,8 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
 
 
 def enabled_by_env() -> bool:
-    """``INDUCTOR_FLYDSL=1`` (a bad value raises :class:`SettingError`), except in the
-    fork server of the plugin's own build workers: it imports torch and the package to
-    preload them, and enabling the plugin there would start another build pool with its
-    own fork server, which would do the same, without end."""
-    return not in_build_fork_server() and ENABLE.read()
-
-
-# a module the build pool's fork server preloads (prebuild.PRELOAD names it from here)
-BUILD_SERVER_MARK = "inductor_flydsl.flydsl_backend.prebuild"
-
-
-def in_build_fork_server() -> bool:
-    """Whether this code runs while the build pool's fork server preloads its modules
-    (multiprocessing's forkserver ``main``, with :data:`BUILD_SERVER_MARK` in its preload
-    list); its forked workers never import torch or the package again."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "main" and code.co_filename.endswith("forkserver.py"):
-            preload = frame.f_locals.get("preload")
-            return isinstance(preload, list | tuple) and BUILD_SERVER_MARK in preload
-        frame = frame.f_back
-    return False
+    """``INDUCTOR_FLYDSL=1`` (a bad value raises :class:`SettingError`). The plugin's own
+    build server imports torch and the package too; it is started with
+    ``INDUCTOR_FLYDSL=0`` (``flydsl_backend/build_client.py``), so it never enables the
+    plugin, which would start another build server."""
+    return ENABLE.read()

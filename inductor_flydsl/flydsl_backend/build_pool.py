@@ -325,7 +325,7 @@ class WorkerPool:
                 target=_worker_main, daemon=True, name="flydsl-compile",
                 args=(child, self.compile_fn, self.claims, slot, self.warm_up,
                       self.warm_up_job, runs, self.idle_exit_s))
-            proc.start()  # a fork server's first start waits for its preload
+            proc.start()  # forked: at once; spawned: after its imports
             child.close()
             worker = _Worker(slot, conn, proc, sent={base for base, _ in runs})
             with self._lock:
