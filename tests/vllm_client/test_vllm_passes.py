@@ -72,12 +72,13 @@ def test_register_without_vllm_warns_and_changes_nothing(
 
 
 def test_enabling_the_plugin_imports_nothing_of_vllm(tmp_path: Path) -> None:
-    """A plain enable() and compile neither load the vLLM module nor vLLM; the global
-    post-grad pass is the plugin's, as before."""
+    """Enabling the plugin (twice, as a disable and enable again do) loads neither the
+    vLLM module nor vLLM (no module of the package imports them: only vLLM's entry point
+    does); the global post-grad pass is the plugin's, as before."""
     code = (
         "import sys, torch, inductor_flydsl\n"
         f"inductor_flydsl.enable({str(tmp_path / 't.db')!r})\n"
-        "torch.compile(lambda a: a @ a + 1)(torch.ones(4, 4))\n"
+        "inductor_flydsl.disable(); inductor_flydsl.enable()\n"
         "from torch._inductor import config\n"
         "print(type(config.post_grad_custom_post_pass).__name__,\n"
         "      'inductor_flydsl.inductor.vllm_passes' in sys.modules,\n"

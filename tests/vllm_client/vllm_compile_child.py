@@ -71,8 +71,12 @@ def _model_class() -> type:
                 generator=generator) * 0.1)
             self.up = nn.Linear(self.hidden, 2 * self.hidden, bias=True)
             self.down = nn.Linear(2 * self.hidden, self.hidden, bias=False)
+            # a bf16 GEMM with a pointwise epilogue: a region the epilogue-fusion pass
+            # turns into a fused-epilogue selection where FlyDSL may fuse (--fusion-gate)
+            self.proj = nn.Linear(self.hidden, self.hidden, bias=True).to(torch.bfloat16)
             with torch.no_grad():
-                for p in (self.up.weight, self.up.bias, self.down.weight):
+                for p in (self.up.weight, self.up.bias, self.down.weight,
+                          self.proj.weight, self.proj.bias):
                     p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -83,6 +87,7 @@ def _model_class() -> type:
             h = self.down(h) + x
             out = torch.empty_like(h)
             torch.ops.flydsl_vllm_test.attention(h, h, h, out)
+            out = out + torch.relu(self.proj(out.to(torch.bfloat16)) * 0.5).float()
             return torch.sigmoid(self.up(out)) * 2.0
 
     return TinyModel
@@ -111,11 +116,13 @@ def _observe() -> dict[str, list]:
     from vllm.compilation.passes.inductor_pass import get_pass_context
     from vllm.compilation.passes.pass_manager import PostGradPassManager
 
+    from inductor_flydsl.inductor import epilogue_lowering
     from inductor_flydsl.inductor.epilogue_pass import EpilogueFusionPass
 
-    seen: dict[str, list] = {"manager": [], "plugin": []}
+    seen: dict[str, list] = {"manager": [], "plugin": [], "selection_inputs": []}
     manager_call = PostGradPassManager.__call__
     plugin_call = EpilogueFusionPass.__call__
+    lowered_call = epilogue_lowering._lowered
 
     def manager(self: object, graph: torch.fx.Graph) -> None:
         configured = inductor_config.post_grad_custom_post_pass
@@ -131,14 +138,24 @@ def _observe() -> dict[str, list]:
         if inductor_pass._pass_context is None:  # not vLLM's compile (the --plain one)
             plugin_call(self, graph, is_inference)
             return
-        seen["plugin"].append({"graph": id(graph), "is_inference": is_inference,
-                               "range": str(get_pass_context().compile_range),
-                               "after_manager": bool(seen["manager"]) and
-                               seen["manager"][-1]["graph"] == id(graph)})
+        entry = {"graph": id(graph), "is_inference": is_inference,
+                 "range": str(get_pass_context().compile_range),
+                 "after_manager": bool(seen["manager"]) and
+                 seen["manager"][-1]["graph"] == id(graph)}
         plugin_call(self, graph, is_inference)
+        targets = [n.target for n in graph.nodes]
+        entry["selections"] = targets.count(torch.ops.inductor_flydsl.gemm_epilogue.default)
+        entry["markers"] = targets.count(torch.ops.inductor_flydsl.keep_for_selection.default)
+        seen["plugin"].append(entry)
+
+    def lowered(names: list[str]) -> object:
+        found = lowered_call(names)
+        seen["selection_inputs"].append("found" if found is not None else "missing")
+        return found
 
     PostGradPassManager.__call__ = manager
     EpilogueFusionPass.__call__ = plugin
+    epilogue_lowering._lowered = lowered
     return seen
 
 
@@ -146,6 +163,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="8,5", help="token counts to run")
     parser.add_argument("--compile-sizes", default="8")
+    parser.add_argument("--fusion-gate", action="store_true",
+                        help="let the epilogue-fusion pass take every GEMM it can fuse, as "
+                             "on a device where FlyDSL fuses epilogues (none on CPU)")
     parser.add_argument("--plain", action="store_true",
                         help="then compile the model's bmm with plain torch.compile")
     args = parser.parse_args()
@@ -159,6 +179,8 @@ def main() -> None:
 
     load_general_plugins()  # as vLLM's engine and workers do: the entry point registers
     seen = _observe()
+    if args.fusion_gate:
+        _open_fusion_gate()
     splitting_op = _register_splitting_op()
     config = _vllm_config(splitting_op, [int(s) for s in args.compile_sizes.split(",")])
     with set_current_vllm_config(config):
@@ -190,6 +212,18 @@ def main() -> None:
                                         "epilogue_fusions")},
         "decisions": [d["problem"] for d in stats["decisions"]],
         "vllm_cache_root": os.environ.get("VLLM_CACHE_ROOT")}))
+
+
+def _open_fusion_gate() -> None:
+    """The pass's gate says yes to every GEMM (on CPU no provider fuses epilogues, so it
+    says no): each bf16 GEMM + epilogue region becomes a fused-epilogue selection, lowered
+    with Inductor's own handling as its one choice (no FlyDSL candidate on CPU)."""
+    from inductor_flydsl.inductor import epilogue_pass
+
+    hooks = epilogue_pass.hooks()
+    if hooks is not None:
+        epilogue_pass.set_hooks(epilogue_pass.FusionHooks(
+            lambda gemm: True, hooks.report, hooks.count))
 
 
 def _plain_compile(model: nn.Module) -> dict:
