@@ -25,7 +25,6 @@ of their own), and only the C++ builds of identical kernel sources are reused
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import pytest
 import sqlite_utils
 import torch
 
-from tests.conftest import isolated_env
+from tests.conftest import isolated_env, run_for_result
 from tests.core.epilogue_cases import CASES
 
 CHILD = Path(__file__).with_name("epilogue_cases.py")
@@ -48,13 +47,7 @@ def _run(prefer: str, mode: str, root: Path, db: Path, builds: Path) -> dict:
     args = [sys.executable, str(CHILD), "--prefer", prefer, "--out", str(out)]
     if mode != "off":
         args += ["--plugin", "--db", str(db)]
-    proc = subprocess.run(args, env=isolated_env(out, builds), capture_output=True,
-                          text=True, timeout=900, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"{prefer}/{mode} failed (exit {proc.returncode}):\n"
-                         f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return run_for_result(args, isolated_env(out, builds), 900, f"{prefer}/{mode}")
 
 
 def run_modes(prefer: str, tmp_path_factory: pytest.TempPathFactory, builds: Path) -> dict:

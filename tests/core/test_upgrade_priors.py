@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import run_for_result
+
 ENV_OTHER = "INDUCTOR_FLYDSL_OTHER_PYTHON"
 
 COMPILE = r"""
@@ -49,14 +51,10 @@ def other_python() -> str:
 
 
 def compile_with(python: str, db: Path, cache: Path, **env: str) -> dict:
-    proc = subprocess.run(
-        [python, "-c", COMPILE, str(db)], capture_output=True, text=True, check=False,
-        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
-             "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_PRIORS": "1", **env})
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"{python} compile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return run_for_result(
+        [python, "-c", COMPILE, str(db)],
+        {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INDUCTOR_FLYDSL_SHIPPED": "0",
+         "INDUCTOR_FLYDSL_PRIORS": "1", **env}, 1200, f"{python} compile")
 
 
 def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(

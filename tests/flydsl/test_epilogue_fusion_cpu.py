@@ -22,12 +22,13 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.conftest import run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -100,14 +101,10 @@ def _compile(script: Path, db: Path, mode: str, root: Path) -> dict:
            "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_BUILD_JOBS": "2",
            "FLYDSL_RUNTIME_CACHE_DIR": str(root / "fly")}
     env.pop("INDUCTOR_FLYDSL", None)
-    proc = subprocess.run([sys.executable, str(script), str(db), mode, str(out)],
-                          capture_output=True, text=True, check=False, env=env, timeout=1200)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line.removeprefix("RESULT "))
-            result["y"] = torch.load(out)
-            return result
-    raise AssertionError(f"{mode} compile failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    result = run_for_result([sys.executable, str(script), str(db), mode, str(out)], env, 1200,
+                            f"{mode} compile")
+    result["y"] = torch.load(out)
+    return result
 
 
 def _kernels(code: list[str]) -> list[str]:

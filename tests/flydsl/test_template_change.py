@@ -17,13 +17,13 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from inductor_flydsl.software import templates_dir
+from tests.conftest import run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -62,12 +62,7 @@ def compile_once(db: Path, cache: Path, pythonpath: Path | None = None) -> dict:
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(pythonpath), *filter(None, [os.environ.get("PYTHONPATH")])])
-    proc = subprocess.run([sys.executable, "-c", COMPILE, str(db)], capture_output=True,
-                          text=True, check=False, env=env)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"compile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return run_for_result([sys.executable, "-c", COMPILE, str(db)], env, 1200, "compile")
 
 
 def flydsl_rows(db: Path) -> list[tuple[str, str]]:

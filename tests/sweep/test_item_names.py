@@ -11,12 +11,11 @@ test_sweep_progress.py."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from inductor_flydsl.sweep.items import SweepItem, db_name
-from tests.conftest import isolated_env
+from tests.conftest import isolated_env, run_for_result
 
 ITEMS = {  # group -> items compiled in one graph (the sweep's batch module)
     "dense": [{"op": "mm", "m": 64, "n": 256, "k": 128, "layout": "nt"},
@@ -73,12 +72,10 @@ print("RESULT " + json.dumps(out))
 
 
 def test_gpu_item_names_are_the_problems_inductor_presents(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "t.db"),
-                           json.dumps(ITEMS)], env=isolated_env(tmp_path),
-                          capture_output=True, text=True, timeout=600, check=False)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    assert line is not None, proc.stderr[-4000:]
-    seen = json.loads(line.removeprefix("RESULT "))
+    seen = run_for_result([sys.executable, "-c", CHILD, str(tmp_path / "t.db"),
+                           json.dumps(ITEMS)], isolated_env(tmp_path), 600,
+                          "the item-names child")
+    seen.pop("stderr")
     for kind in ("rocm", "cuda"):
         named = {group: sorted(db_name(SweepItem.from_values(v), kind) for v in values)
                  for group, values in ITEMS.items()}
