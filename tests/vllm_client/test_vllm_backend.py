@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -103,13 +104,20 @@ def test_plugin_records_cold_and_serves_warm_inside_vllm_compile(
     assert stats["benchmarked"] == stats["recorded"] == len(PROBLEMS), stats
     assert set(cold["decisions"]) == PROBLEMS
 
+    # the warm run and the one on the cold run's vLLM cache, side by side (time)
+    with ThreadPoolExecutor(2) as pool:
+        warm_run = pool.submit(_run, "warm", tmp_path, db, shared_builds, "--fusion-gate",
+                               "--plain")
+        loaded_run = pool.submit(_run, "vllm_warm", tmp_path, db, shared_builds,
+                                 "--fusion-gate", vllm_cache="cold", fx_cache=True)
+        warm, loaded = warm_run.result(), loaded_run.result()
+
     listed = subprocess.run(
         [sys.executable, "-m", "inductor_flydsl", "db", "list", "--db", str(db), "--json"],
         capture_output=True, text=True, timeout=120, check=True,
         env=isolated_env(tmp_path / "cli"))
     assert {row["summary"] for row in json.loads(listed.stdout)} == PROBLEMS
 
-    warm = _run("warm", tmp_path, db, shared_builds, "--fusion-gate", "--plain")
     _assert_passes_ran_in_every_piece(warm)
     stats = warm["stats"]
     assert stats["benchmarked"] == stats["recorded"] == stats["errors"] == 0, stats
@@ -124,8 +132,6 @@ def test_plugin_records_cold_and_serves_warm_inside_vllm_compile(
 
     # The cold run's vLLM cache, warm: vLLM loads the pieces it saved (with the plugin's
     # pass in their Inductor config) and Inductor does not run: no pass, no DB lookup.
-    loaded = _run("vllm_warm", tmp_path, db, shared_builds, "--fusion-gate",
-                  vllm_cache="cold", fx_cache=True)
     assert cold["counter"]["num_compiled_artifacts_saved"] == PIECES * len(RANGES)
     counter = loaded["counter"]
     assert counter["num_compiled_artifacts_loaded"] == PIECES * len(RANGES), counter
