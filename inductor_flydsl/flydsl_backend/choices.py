@@ -14,6 +14,7 @@ the epilogue scalars; the same in every process, and what the DB stores.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -106,6 +107,15 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
         self.inductor_flydsl = PluginChoiceState(backend="flydsl", config=recorded)
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m
+
+    def describe_variant(self, template: str, dtype: str, layout: str, op: str) -> None:
+        """Name the template variant in the config text generated code passes the op
+        (the op ignores it), so a graph loaded from the FX-graph cache can have its
+        variants built before its first call (``loaded_variants.py``)."""
+        config = json.loads(str(self.kwargs["config"]))
+        config["variant"] = {"template": template, "dtype": dtype, "layout": layout,
+                             "op": op}
+        self.kwargs["config"] = canonical_json(config)
 
     def hash_key(self) -> str:
         scalars = "-".join(f"{k}={self.kwargs[k]!r}" for k in sorted(self.kwargs)

@@ -186,3 +186,6 @@ class ModuleWatch:
             logging.getLogger("inductor_flydsl").warning(
                 "inductor_flydsl: a loaded graph's FlyDSL builds were not started: %s", exc)
             return None
+
+
+WATCH = ModuleWatch()  # this process's (provider.build_loaded_variants)

@@ -69,6 +69,8 @@ def _parse_config(config: str, template: str = "gemm_dense"):  # the template's 
     from ..template_loader import load_template
 
     data = json.loads(config)
+    if isinstance(data, dict):  # a self-describing config's variant (loaded_variants.py)
+        data.pop("variant", None)
     return load_template(template).GemmConfig.from_json(data)
 
 

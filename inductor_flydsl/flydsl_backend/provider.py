@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import types
 from collections.abc import Sequence
 from typing import Any
 
-from ..inductor import internals
+from ..inductor import compile_end, internals
 from ..inductor.ir_problem import problem_from_ir
 from .eligibility import (
     SUPPORTED_OPS,
@@ -135,6 +136,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                                alpha=float(epilogue.get("alpha", 1.0)),
                                beta=float(epilogue.get("beta", 1.0)),
                                dynamic_m=problem.dynamic) for c in configs]
+    _describe_variants(made, kernel_op, problem)
     # Built in parallel only once the tuning DB has narrowed the choices (an exact winner,
     # a prior's short list): the hooks call this with the candidates Inductor will run.
     by_id = {caller.config_id: config for caller, config in zip(made, configs, strict=True)}
@@ -151,6 +153,30 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     return made
 
 
+def variant_of(op: str, problem: Any, epilogue: str = "") -> tuple[str, str, str]:
+    """``(dtype, layout, op)`` of the template variant that computes the custom op ``op``
+    for ``problem`` (with ``epilogue`` fused, if any)."""
+    if problem.op == "scaled_mm":  # the MX template's variant: formats and output
+        return mx_variant_dtype(problem), "nt", "addmm" if op == "scaled_mm_bias" else "mm"
+    if epilogue:  # the dense template's mm variant with the epilogue fused
+        return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, "mm"
+    return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, op
+
+
+def _describe_variants(made: Sequence[Any], op: str, problem: Any, epilogue: str = "") -> None:
+    """Each candidate's config text names its variant, so a graph loaded from the FX-graph
+    cache can have its variants built before its first call (loaded_variants.py)."""
+    from .choices import template_for
+
+    try:
+        dtype, layout, variant_op = variant_of(op, problem, epilogue)
+    except (KeyError, ValueError) as exc:  # built at the first launch instead
+        log.debug("inductor_flydsl: variant of %s not described: %s", op, exc)
+        return
+    for caller in made:
+        caller.describe_variant(template_for(op), dtype, layout, variant_op)
+
+
 def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: str,
                   problem: Any, epilogue: str = "") -> None:
     """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
@@ -158,15 +184,7 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
     from .prebuild import start_builds
 
     try:
-        if problem.op == "scaled_mm":  # the MX template's variant: formats and output
-            dtype, layout, variant_op = mx_variant_dtype(problem), "nt", (
-                "addmm" if op == "scaled_mm_bias" else "mm")
-        elif epilogue:  # the dense template's mm variant with the epilogue fused
-            dtype, layout, variant_op = (TORCH_TO_TEMPLATE_DTYPE[problem.dtype],
-                                         problem.layout, "mm")
-        else:
-            dtype, layout, variant_op = (TORCH_TO_TEMPLATE_DTYPE[problem.dtype],
-                                         problem.layout, op)
+        dtype, layout, variant_op = variant_of(op, problem, epilogue)
         builds = start_builds(template_for(op), configs, arch=arch, dtype=dtype,
                               layout=layout, op=variant_op, epilogue=epilogue)
     except Exception as exc:  # never fail the compile: candidates build on first launch
@@ -176,8 +194,30 @@ def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: st
         caller.inductor_flydsl.build = builds.get(caller.config_id)
 
 
+def build_loaded_variants(args: Any) -> None:
+    """A compile-end callback (``inductor/compile_end.py``): the FlyDSL variants of the
+    graphs loaded since the last call (from the FX-graph cache too) are built as one
+    batch now, before their first call, for the arch of the current GPU; nothing where
+    FlyDSL cannot launch."""
+    import torch
+
+    from .kernel_runner import runner
+    from .loaded_variants import WATCH
+
+    runtime = runner().runtime
+    index = torch.cuda.current_device() if torch.cuda.is_available() else None
+    device = torch.device("cuda", index) if index is not None else torch.device("cpu")
+    if runtime.reasons(device):
+        return
+    arch = runtime.arch(types.SimpleNamespace(device=device))
+    WATCH.start_builds(internals.PyCodeCache.modules, arch)
+
+
 class FlydslChoiceProvider:
     """The FlyDSL backend as the hooks see it (``inductor.choice_provider.ChoiceProvider``)."""
+
+    def __init__(self) -> None:
+        compile_end.register(build_loaded_variants)
 
     def __call__(self, name: str, input_nodes: Sequence[Any], layout: Any,
                  choices: Sequence[Any]) -> list[Any]:
@@ -250,6 +290,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
         return []
     made = [FlydslChoiceCaller(kernel_choice(choices_op), input_nodes, layout, c,
                                alpha=1.0, beta=0.0, epilogue=spec_text) for c in configs]
+    _describe_variants(made, choices_op, problem, epilogue=spec_text)
     by_id = {caller.config_id: c for caller, c in zip(made, configs, strict=True)}
 
     def prepare(selected: Sequence[Any]) -> None:

@@ -16,11 +16,12 @@ from typing import Any
 
 from ..software import template_version
 from ..version import __version__
-from . import internals
+from . import compile_end, internals
 
 
 class PluginChoices(internals.InductorChoices):
     def uuid(self) -> str:
+        compile_end.ensure_installed()  # after a torch._dynamo.reset(), before this compile ends
         ours = f"inductor_flydsl-{__version__}-{template_version()}"
         parent_uuid = getattr(super(), "uuid", None)
         return f"{ours}+{parent_uuid()}" if callable(parent_uuid) else ours

@@ -150,7 +150,12 @@ INTERNALS: tuple[Internal, ...] = (
              "where each compile starts and ends: INDUCTOR_FLYDSL_LOG=summary's line per "
              "compile (compile_summary.py)",
              members=("register_start_callback(callback)", "register_end_callback(callback)",
-                      "remove_start_callback(callback)", "remove_end_callback(callback)")),
+                      "remove_start_callback(callback)", "remove_end_callback(callback)",
+                      "end_callbacks")),
+    Internal("PyCodeCache", "torch._inductor.codecache", "PyCodeCache",
+             "the modules of compiled or loaded graphs, read (never changed) for the FlyDSL "
+             "variants they launch (flydsl_backend/loaded_variants.py)",
+             members=("modules",)),
     Internal("mark_dynamic", "torch._dynamo", "mark_dynamic",
              "a sweep item's dynamic M", params=("t", "index")),
     Internal("dynamo_reset", "torch._dynamo", "reset",

@@ -111,3 +111,58 @@ def test_a_winning_fused_candidate_replaces_the_region(autotuned,
     # the region's own GEMM (ATen's or FlyDSL's plain kernel, whichever won it): dead
     assert "extern_kernels.mm" not in text and "_inductor_flydsl.mm_out" not in text
     assert runner.runtime.emulation.errors == []
+
+
+def test_a_graph_loaded_from_the_cache_has_its_variants_built_before_its_first_call(
+        autotuned, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42, after an FX-graph-cache hit: with FlyDSL the winner (every other choice
+    1e6 times slower in the selector's lookup), a second compile of the same function in
+    a process that has built nothing (its builds, compiled kernels and seen modules
+    forgotten) loads the graph from the cache, and at the compile's end, before the graph
+    runs, its FlyDSL variants are handed to the build pool as one batch; the first call
+    then builds nothing itself and is right."""
+    from torch._inductor import select_algorithm
+
+    from inductor_flydsl.flydsl_backend import loaded_variants
+
+    original_lookup = select_algorithm.AlgorithmSelectorCache.lookup
+
+    def flydsl_wins(self, choices, name, key, benchmark, hint_override=None):
+        timings = original_lookup(self, choices, name, key, benchmark, hint_override)
+        return {c: t if "flydsl" in str(getattr(c, "name", "")) else t * 1e6
+                for c, t in timings.items()}
+
+    monkeypatch.setattr(select_algorithm.AlgorithmSelectorCache, "lookup", flydsl_wins)
+    _, runner, hip = autotuned
+    a = torch.randn(32, 256, dtype=torch.bfloat16)
+    w = torch.randn(64, 256, dtype=torch.bfloat16)
+
+    def fn(a, w):
+        return torch.mm(a.relu(), w.relu().t())
+
+    batches: list[tuple[int, int, list[int]]] = []  # (jobs, launches so far, build ids)
+    start_jobs = prebuild.start_jobs
+
+    def recording_start_jobs(jobs, **kwargs):
+        launched = hip.launch_count()
+        builds = start_jobs(jobs, **kwargs)
+        batches.append((len(jobs), launched, [id(b) for b in builds]))
+        return builds
+
+    with fresh_cache():
+        torch._dynamo.reset()
+        torch.compile(fn, mode="max-autotune")(a, w)  # FlyDSL wins; the graph calls it
+        # a process that built nothing yet: its builds, kernels and modules forgotten
+        prebuild.forget_builds()
+        runner._compiled.clear()
+        runner._bound.clear()
+        loaded_variants.WATCH._seen.clear()
+        monkeypatch.setattr(prebuild, "start_jobs", recording_start_jobs)
+        torch._dynamo.reset()  # also clears Dynamo's callbacks: the plugin puts them back
+        launches = hip.launch_count()
+        y = torch.compile(fn, mode="max-autotune")(a, w)  # an FX-graph-cache hit
+    torch.testing.assert_close(y, fn(a, w), atol=2e-2, rtol=2e-2)
+    assert batches and batches[0][:2] == (1, launches), batches  # before the first launch
+    # the first launch asked for its build and got the batch's (nothing built again)
+    assert [b[2] for b in batches] == [batches[0][2]] * len(batches), batches
+    assert hip.launch_count() == launches + 1 and runner.runtime.emulation.errors == []
