@@ -79,7 +79,7 @@ def runtime_target(device: Any) -> tuple[str | None, list[str]]:
 
 def prewarm_builds() -> None:
     """Where FlyDSL candidates can be offered (a verified ROCm 7 runtime and arch), start
-    the build workers' fork server now, so the first shape's builds start at once."""
+    the build server and its workers now, so the first shape's builds start at once."""
     try:
         arch, reasons = runtime_target(None)
         if arch and not reasons:
