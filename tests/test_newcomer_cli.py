@@ -85,8 +85,8 @@ def test_emulate_refuses_arguments_that_do_not_describe_the_isa(isas: dict) -> N
                           "passes 22 of sizes [8, 28,", "the ISA's are those of --op mm"],
         ("--op", "addmm"): ["--op addmm:", "the ISA's are those of --op mm"],
         ("--config", json.dumps({**CONFIG, "tile_m": 64, "waves_m": 2})): [
-            "--config: the ISA's workgroup has 64 threads (1 of 64), the config's waves_m=2 x "
-            "waves_n=1 make 128",
+            "--config: the ISA's workgroup has 64 threads (1 wave(s) of 64), the config's "
+            "waves_m=2 x waves_n=1 make 128",
             "--config: the ISA allocates 16384 bytes of LDS, the config (tile_m=64, tile_n=32, "
             "tile_k=64, stages=2) 24576 on gfx950: its tile or stages differ"],
     }

@@ -121,7 +121,7 @@ def check_dense_isa(isa_path: Path, program: Any, template: Any, config: Any, *,
     if threads and threads[0] and int(threads[0]) != block[0]:
         found.mismatches.append(
             f"--config: the ISA's workgroup has {int(threads[0])} threads "
-            f"({int(threads[0]) // 64} of 64), the config's waves_m={config.waves_m} x "
+            f"({int(threads[0]) // 64} wave(s) of 64), the config's waves_m={config.waves_m} x "
             f"waves_n={config.waves_n} make {block[0]}")
     lds = template.lds_bytes(config, layout, arch)
     if kernel.lds_bytes != lds:
