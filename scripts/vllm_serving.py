@@ -18,6 +18,10 @@ the on/off ratios; then the GEMMs FlyDSL won in the DB.
 
     python scripts/vllm_serving.py --model /models/Llama-3.2-1B [--json out.json]
 
+``--allow-cpu`` runs it all on vLLM's CPU build (a check of the script itself, e.g. with
+a tiny random Llama and ``--decode 16,32 --prefill 256,4 --gpu-memory-utilization 0.1``;
+its figures say nothing about a GPU).
+
 Exit codes: 0 measured; 2 bad input (an option, the model directory); 3 vLLM does not
 import in this interpreter; 4 no ROCm GPU (checked before any model is loaded: on a CPU
 machine the script stops here, after checking everything else); 5 a run failed.
@@ -38,10 +42,7 @@ from typing import Any
 
 EXIT_BAD_INPUT, EXIT_NO_VLLM, EXIT_NO_GPU, EXIT_RUN_FAILED = 2, 3, 4, 5
 RUNS = ("off", "cold", "warm")
-WORKLOADS = {  # name: (input tokens, output tokens) per prompt
-    "decode": (128, 512),
-    "prefill": (2048, 8),
-}
+WORKLOADS = ("decode", "prefill")  # token counts per prompt: --decode, --prefill
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
@@ -71,6 +72,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the DB and each run's caches go (default: a temp dir)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument("--decode", default="128,512", metavar="IN,OUT",
+                        help="decode-heavy prompt and output tokens (default 128,512)")
+    parser.add_argument("--prefill", default="2048,8", metavar="IN,OUT",
+                        help="prefill-heavy prompt and output tokens (default 2048,8)")
+    parser.add_argument("--allow-cpu", action="store_true",
+                        help="run without a ROCm GPU (vLLM's CPU build): only to check this "
+                             "script end to end; its figures say nothing about a GPU")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--child", choices=RUNS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -82,6 +90,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if "warm" in runs and "cold" not in runs and args.work_dir is None:
         parser.error("--runs warm without cold needs --work-dir holding a cold run's DB")
     args.runs = runs
+    args.workloads = {}
+    for name in WORKLOADS:
+        try:
+            input_len, output_len = (int(v) for v in getattr(args, name).split(","))
+        except ValueError:
+            parser.error(f"--{name} takes IN,OUT token counts: {getattr(args, name)!r}")
+        if input_len < 1 or output_len < 1:
+            parser.error(f"--{name}: token counts must be >= 1")
+        args.workloads[name] = (input_len, output_len)
     try:
         args.compile_sizes = sorted({int(s) for s in args.compile_sizes.split(",") if s})
     except ValueError:
@@ -146,7 +163,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     from vllm.inputs import TokensPrompt
 
     config = check_model(args.model)
-    longest = max(i + o for i, o in WORKLOADS.values())
+    longest = max(i + o for i, o in args.workloads.values())
     started = time.perf_counter()
     llm = LLM(model=str(args.model), skip_tokenizer_init=True, seed=0,
               max_model_len=longest, gpu_memory_utilization=args.gpu_memory_utilization,
@@ -167,7 +184,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
         return time.perf_counter() - begin, sum(len(o.outputs[0].token_ids) for o in outputs)
 
     results: dict[str, Any] = {"run": args.child, "startup_s": round(startup_s, 1)}
-    for name, (input_len, output_len) in WORKLOADS.items():
+    for name, (input_len, output_len) in args.workloads.items():
         timed(prompts(min(args.num_prompts, 8), input_len), 4)  # warm-up
         batch = prompts(args.num_prompts, input_len)
         seconds, generated = timed(batch, output_len)
@@ -196,15 +213,19 @@ def _plugin_stats() -> dict[str, Any] | None:
                                   "epilogue_fusions", "errors")}
 
 
-def child_env(run: str, work: Path, db: Path) -> dict[str, str]:
+def child_env(run: str, work: Path, db: Path, cpu: bool = False) -> dict[str, str]:
     """A run's environment: its own vLLM and Inductor caches, the engine in this process
-    (so the plugin's counters are the compiling process's), the plugin on or off."""
+    (so the plugin's counters are the compiling process's), the plugin on or off. On CPU
+    (``--allow-cpu``) AOTAutograd's cache is off: with it, vLLM's CPU compile path
+    (``DYNAMO_TRACE_ONCE``) fails in torch 2.13 ("expected OutputCode")."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INDUCTOR_FLYDSL")}
     caches = work / run
     shutil.rmtree(caches, ignore_errors=True)
     env.update({"VLLM_CACHE_ROOT": str(caches / "vllm"),
                 "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
                 "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    if cpu:
+        env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
     if run == "off":
         env.update({"INDUCTOR_FLYDSL": "0",
                     "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS": "ATEN,TRITON"})
@@ -219,10 +240,11 @@ def run_one(run: str, args: argparse.Namespace, work: Path, db: Path) -> dict[st
                "--num-prompts", str(args.num_prompts),
                "--latency-tokens", str(args.latency_tokens),
                "--compile-sizes", ",".join(map(str, args.compile_sizes)),
-               "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+               "--gpu-memory-utilization", str(args.gpu_memory_utilization),
+               "--decode", args.decode, "--prefill", args.prefill]
     print(f"== run {run} ...", flush=True)
-    proc = subprocess.run(command, env=child_env(run, work, db), capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(command, env=child_env(run, work, db, args.allow_cpu),
+                          capture_output=True, text=True, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line.removeprefix("RESULT "))
@@ -280,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model: {args.model} ({', '.join(config.get('architectures') or ['?'])}, "
               f"vocab {config['vocab_size']})")
         print(f"vLLM {check_vllm()} imports")
-        print(f"GPU: {check_rocm_gpu()}")
+        if args.allow_cpu:
+            print("no GPU asked for (--allow-cpu): these figures say nothing about a GPU")
+        else:
+            print(f"GPU: {check_rocm_gpu()}")
         work = args.work_dir or Path(tempfile.mkdtemp(prefix="vllm_serving_"))
         work.mkdir(parents=True, exist_ok=True)
         db = work / "tuning.db"
