@@ -86,3 +86,15 @@ def test_enabling_the_plugin_imports_nothing_of_vllm(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
                          capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["EpilogueFusionPass", "False", "False"], out.stderr[-2000:]
+
+
+def test_register_wraps_vllms_backend_once() -> None:
+    """vLLM may call its general plugins more than once per process: one wrapper."""
+    backends = pytest.importorskip("vllm.compilation.backends")
+    vllm_passes.register()
+    wrapped = backends.VllmBackend.configure_post_pass
+    vllm_passes.register()
+    assert backends.VllmBackend.configure_post_pass is wrapped
+    assert getattr(wrapped, vllm_passes._WRAPPED)
+    assert getattr(wrapped, "__wrapped__", None) is not None  # vLLM's own method inside
+    assert not getattr(wrapped.__wrapped__, vllm_passes._WRAPPED, False)
