@@ -236,6 +236,8 @@ SCRIPT_VARIABLES = {
     "INDUCTOR_FLYDSL_KEEP_TORCH": "scripts/install.sh: keep the torch installed",
     "INDUCTOR_FLYDSL_SKIP_NEXT_TORCH": "scripts/install.sh: no second torch environment",
     "INDUCTOR_FLYDSL_NEXT_TORCH": "scripts/install.sh: the second torch release",
+    "INDUCTOR_FLYDSL_SKIP_VLLM": "scripts/install.sh: no vLLM environment",
+    "INDUCTOR_FLYDSL_VLLM_VERSION": "scripts/install.sh: the vLLM release it installs",
     "INDUCTOR_FLYDSL_TEST_JOBS": "scripts/run_tests.sh: pytest worker processes",
     "INDUCTOR_FLYDSL_OTHER_PYTHON": "scripts/run_tests.sh: the other torch's python",
 }

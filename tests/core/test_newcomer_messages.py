@@ -17,8 +17,8 @@ import pytest
 
 import inductor_flydsl
 from inductor_flydsl import PluginUnavailable
-from inductor_flydsl.settings import SettingError, UnknownSetting
-from tests.conftest import isolated_env, run_compile_model
+from inductor_flydsl.settings import ENV_SETTINGS, SCRIPT_VARIABLES, SettingError, UnknownSetting
+from tests.conftest import REPO, isolated_env, run_compile_model
 
 # the MLP scripts/compile_model.py compiles: 4 linears of distinct shapes, so 4 GEMM
 # selections (Inductor would reuse the selection of a repeated shape)
@@ -155,3 +155,17 @@ def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path
         "inductor_flydsl: compile 0/0: 0 hits, 0 misses, 0 benchmarked, 0 recorded (no GEMM "
         "was autotuned: is mode='max-autotune' set? On CPU Inductor autotunes only with "
         "torch._inductor.config.freezing = True)"]
+
+
+def test_the_scripts_variables_are_known() -> None:
+    """Every ``INDUCTOR_FLYDSL_*`` name the set-up and test scripts read is known (a
+    setting or :data:`settings.SCRIPT_VARIABLES`), so ``doctor`` and ``strict`` never call
+    it a typo; and no script variable shadows a setting."""
+    used = set()
+    for script in (*(REPO / "scripts").glob("*.sh"), *(REPO / ".ci").glob("*")):
+        if script.is_file():
+            used |= set(re.findall(r"INDUCTOR_FLYDSL_[A-Z0-9_]*[A-Z0-9]", script.read_text()))
+    settings_names = {s.name for s in ENV_SETTINGS}
+    assert used - settings_names <= set(SCRIPT_VARIABLES), sorted(
+        used - settings_names - set(SCRIPT_VARIABLES))
+    assert not set(SCRIPT_VARIABLES) & settings_names
