@@ -240,6 +240,12 @@ SCRIPT_VARIABLES = {
     "INDUCTOR_FLYDSL_VLLM_VERSION": "scripts/install.sh: the vLLM release it installs",
     "INDUCTOR_FLYDSL_TEST_JOBS": "scripts/run_tests.sh: pytest worker processes",
     "INDUCTOR_FLYDSL_OTHER_PYTHON": "scripts/run_tests.sh: the other torch's python",
+    # the tests' fault injection (tests/faults/sitecustomize.py), set for sweep workers
+    "INDUCTOR_FLYDSL_SWEEP_TEST_CRASH": "tests/faults: a sweep worker crashes on an item",
+    "INDUCTOR_FLYDSL_SWEEP_TEST_HANG": "tests/faults: a sweep worker hangs on an item",
+    "INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL": "tests/faults: a sweep batch's compile raises",
+    "INDUCTOR_FLYDSL_TEST_FORCE_ROCM": "tests/faults: FlyDSL offered as on ROCm",
+    "INDUCTOR_FLYDSL_TEST_BUILD_CRASH": "tests/faults: a FlyDSL build worker crashes",
 }
 
 # the names, for code that sets a variable for a child process

@@ -272,6 +272,7 @@ def _epilogue_check(*args: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # ~3 min alone on 2 cores; far longer beside the suite's other worker
 def test_every_default_config_and_every_epilogue_on_gfx950():
     """scripts/epilogue_check.py, gfx950 bf16 NT addmm, in two covering runs (about 2
     minutes on 2 cores; the whole product, every config x every epilogue, is

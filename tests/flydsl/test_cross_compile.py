@@ -136,7 +136,9 @@ def test_invalid_config_is_reported_not_raised():
 
 
 def test_default_configs_validate_and_fit_gfx950():
-    assert 12 <= len(configs.DEFAULT) <= 40  # issue 8: at most 40
+    # issue 8: at most 40; issue 43 added decode configs (deeper pipelines, split-K in one
+    # launch): a compile with no record benchmarks the model's top 4 of them (decisions.md)
+    assert 12 <= len(configs.DEFAULT) <= 48
     for config in configs.DEFAULT:
         config.validate()
         assert Config.from_json(config.to_json()) == config
