@@ -25,6 +25,7 @@ import io
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from inductor_flydsl.db.open import open_db
@@ -85,19 +86,20 @@ def reference_problems() -> list[tuple[str, Problem]]:
     return unique
 
 
-def aiter_best(git_dir: Path) -> tuple[dict[tuple[int, int, int], dict[str, object]], str]:
-    """AITER's fastest published gfx950 / 256-CU time per (M, N, K) (no bias, bf16 out)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True,
-                              capture_output=True, text=True).stdout
+def is_bf16_tuned_table(path: str) -> bool:
+    """Whether ``path`` is one of AITER's tuned BF16 GEMM tables (``aiter/configs/``)."""
+    name = path.rsplit("/", 1)[-1]
+    return (path.startswith("aiter/configs/") and path.endswith(".csv") and "bf16" in name
+            and "tuned" in name and "untuned" not in name)
 
-    commit = git("rev-parse", "HEAD").strip()
-    files = [f for f in git("ls-tree", "-r", "--name-only", commit).split()
-             if f.startswith("aiter/configs/") and f.endswith(".csv") and "bf16" in f
-             and "tuned" in f and "untuned" not in f]
-    best: dict[tuple[int, int, int], dict[str, object]] = {}
-    for name in files:
-        for row in csv.DictReader(io.StringIO(git("show", f"{commit}:{name}"))):
+
+def fastest_rows(tables: Iterable[tuple[str, str]]
+                 ) -> dict[tuple[int, int, int], tuple[float, dict[str, str], str]]:
+    """AITER's fastest gfx950 / 256-CU row per (M, N, K) (no bias, bf16 out) in ``tables``
+    (``(path, CSV text)`` of tuned BF16 tables): ``(us, row, path)``."""
+    best: dict[tuple[int, int, int], tuple[float, dict[str, str], str]] = {}
+    for path, text in tables:
+        for row in csv.DictReader(io.StringIO(text)):
             try:
                 if (row.get("gfx", "gfx950") != "gfx950" or int(row["cu_num"]) != 256
                         or row.get("bias", "False") != "False"
@@ -107,10 +109,24 @@ def aiter_best(git_dir: Path) -> tuple[dict[tuple[int, int, int], dict[str, obje
                 us = float(row["us"])
             except (KeyError, ValueError):
                 continue
-            if us > 0 and (key not in best or us < best[key]["us"]):
-                best[key] = {"us": us, "kernel": row.get("kernelName") or row.get("libtype"),
-                             "source": f"ROCm/aiter {name} @ {commit[:12]}"}
-    return best, commit
+            if us > 0 and (key not in best or us < best[key][0]):
+                best[key] = (us, row, path)
+    return best
+
+
+def aiter_best(git_dir: Path) -> tuple[dict[tuple[int, int, int], dict[str, object]], str]:
+    """AITER's fastest published gfx950 / 256-CU time per (M, N, K) (no bias, bf16 out)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    commit = git("rev-parse", "HEAD").strip()
+    files = [f for f in git("ls-tree", "-r", "--name-only", commit).split()
+             if is_bf16_tuned_table(f)]
+    best = fastest_rows((name, git("show", f"{commit}:{name}")) for name in files)
+    return {key: {"us": us, "kernel": row.get("kernelName") or row.get("libtype"),
+                  "source": f"ROCm/aiter {name} @ {commit[:12]}"}
+            for key, (us, row, name) in best.items()}, commit
 
 
 def build_rows(aiter: dict[tuple[int, int, int], dict[str, object]]) -> tuple[list[dict], list]:

@@ -25,8 +25,6 @@ PREDICTION except the ``aiter_measured_us`` column (AMD's published measurement)
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
@@ -43,7 +41,11 @@ from aiter_reference import (  # noqa: E402
     config_from_name,
     config_id,
 )
-from build_predicted_db import reference_problems  # noqa: E402
+from build_predicted_db import (  # noqa: E402
+    fastest_rows,
+    is_bf16_tuned_table,
+    reference_problems,
+)
 
 from inductor_flydsl.flydsl_backend.eligibility import (  # noqa: E402
     MAX_CANDIDATES,
@@ -68,26 +70,10 @@ EXTRA_SHAPES = ((1, 64, 7168), (32, 128, 6144), (4, 256, 6144), (64, 512, 7168))
 
 def aiter_winners(repo: AiterGit) -> dict[tuple[int, int, int], dict[str, object]]:
     """AITER's fastest gfx950 / 256-CU row per (M, N, K) (no bias, bf16 out)."""
-    best: dict[tuple[int, int, int], dict[str, object]] = {}
-    for rel in repo.files():
-        name = rel.rsplit("/", 1)[-1]
-        if not (rel.startswith("aiter/configs/") and rel.endswith(".csv") and "bf16" in name
-                and "tuned" in name and "untuned" not in name):
-            continue
-        for row in csv.DictReader(io.StringIO(repo.show(rel))):
-            try:
-                if (row.get("gfx", "gfx950") != "gfx950" or int(row["cu_num"]) != 256
-                        or row.get("bias", "False") != "False"
-                        or "float32" in row.get("outdtype", "")):
-                    continue
-                key = (int(row["M"]), int(row["N"]), int(row["K"]))
-                us = float(row["us"])
-            except (KeyError, ValueError):
-                continue
-            if us > 0 and (key not in best or us < float(best[key]["us"])):
-                best[key] = {"us": us, "kernel": row.get("kernelName") or "",
-                             "source": rel}
-    return best
+    best = fastest_rows((rel, repo.show(rel)) for rel in repo.files()
+                        if is_bf16_tuned_table(rel))
+    return {key: {"us": us, "kernel": row.get("kernelName") or "", "source": rel}
+            for key, (us, row, rel) in best.items()}
 
 
 def amd_isa(repo: AiterGit, out: Path, kernel: str, n: int, k: int, m: int) -> Path:
