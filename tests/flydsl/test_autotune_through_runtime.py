@@ -13,6 +13,7 @@ paths of Inductor).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -29,16 +30,20 @@ from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 pytestmark = [needs_llvm, pytest.mark.slow, pytest.mark.both_releases]
 
 
-@pytest.fixture
-def autotuned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+@contextlib.contextmanager
+def offered_through_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
+                            graphs: bool = False):
+    """FlyDSL candidates offered for CPU tensors and launched into the emulator over the
+    stand-in HIP library (``graphs``: the stand-in also stands for a GPU whose graphs are
+    captured), the plugin recording into ``tmp_path/t.db``: ``(db, runner, hip)``."""
     hip = fake_hip(tmp_path / "fake-hip")
     monkeypatch.setattr(provider, "runtime_target", lambda device: ("gfx950", []))
-    monkeypatch.setenv("INDUCTOR_FLYDSL_CANDIDATES", "2")
     monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(tmp_path / "flydsl"))
     db = tmp_path / "t.db"
     import torch._inductor.config as inductor_config
 
-    with kernel_runner.use_runtime(FakeHipRuntime(hip, emulate=True)) as runner:
+    runtime = FakeHipRuntime(hip, emulate=True, graphs=graphs)
+    with kernel_runner.use_runtime(runtime) as runner:
         inductor_flydsl.enable(db, "readwrite")
         try:
             with inductor_config.patch(max_autotune_gemm_backends="ATEN,FLYDSL"):
@@ -48,6 +53,13 @@ def autotuned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
             torch._dynamo.reset()
             prebuild.shutdown_pool()
             prebuild.forget_builds()
+
+
+@pytest.fixture
+def autotuned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("INDUCTOR_FLYDSL_CANDIDATES", "2")
+    with offered_through_runtime(monkeypatch, tmp_path) as offered:
+        yield offered
 
 
 def test_flydsl_candidates_run_in_the_emulator_inside_max_autotune(autotuned) -> None:

@@ -32,8 +32,7 @@ from torch._inductor.runtime.benchmarking import benchmarker
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import kernel_runner, prebuild, provider
-from tests.fake_hip.harness import FakeHipRuntime, fake_hip
+from tests.flydsl.test_autotune_through_runtime import offered_through_runtime
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 
 pytestmark = [needs_llvm, pytest.mark.slow]
@@ -83,25 +82,10 @@ class BenchmarkPaths:
 
 @pytest.fixture
 def offered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    hip = fake_hip(tmp_path / "fake-hip")
-    monkeypatch.setattr(provider, "runtime_target", lambda device: ("gfx950", []))
     monkeypatch.setenv("INDUCTOR_FLYDSL_CANDIDATES", "1")
     monkeypatch.setenv("INDUCTOR_FLYDSL_REPEATS", "1")
-    monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(tmp_path / "flydsl"))
-    paths = BenchmarkPaths(monkeypatch, hip)
-    db = tmp_path / "t.db"
-    import torch._inductor.config as inductor_config
-
-    with kernel_runner.use_runtime(FakeHipRuntime(hip, emulate=True, graphs=True)) as runner:
-        inductor_flydsl.enable(db, "readwrite")
-        try:
-            with inductor_config.patch(max_autotune_gemm_backends="ATEN,FLYDSL"):
-                yield db, runner, paths
-        finally:
-            inductor_flydsl.disable()
-            torch._dynamo.reset()
-            prebuild.shutdown_pool()
-            prebuild.forget_builds()
+    with offered_through_runtime(monkeypatch, tmp_path, graphs=True) as (db, runner, hip):
+        yield db, runner, BenchmarkPaths(monkeypatch, hip)
 
 
 def _fn(a, w):  # operands made in the graph: Inductor treats CPU inputs as unaligned
