@@ -153,12 +153,10 @@ def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
         if epilogue is None:
             _aten_into(a, b, bias, out, alpha, beta)
         else:
-            from ..epilogue_spec import EpilogueSpec, reference
+            from ..epilogue_spec import EpilogueSpec
 
             spec = EpilogueSpec.from_json(epilogue[0])
-            extras = [t.reshape(-1) if o.kind in ("col", "row") else t
-                      for t, o in zip(epilogue[1], spec.operands, strict=False)]
-            out.copy_(reference(spec, a.float() @ b.float(), extras))
+            _reference_into(spec, a, b, _epilogue_extras(spec, epilogue[1]), out)
 
 
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
@@ -279,21 +277,35 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
            epilogue=(epilogue, extras))
 
 
+def _epilogue_extras(spec, operands: tuple) -> list[torch.Tensor]:
+    """The epilogue's operand tensors as the kernel takes them (a col or row operand
+    flattened); the operand slots past the epilogue's are dropped."""
+    return [t.reshape(-1) if o.kind in ("col", "row") else t
+            for t, o in zip(operands, spec.operands, strict=False)]
+
+
+def _reference_into(spec, a: torch.Tensor, b: torch.Tensor, extras: list,
+                    out: torch.Tensor) -> None:
+    """The epilogue's result in fp32 torch ops, into ``out`` (a call the kernel cannot
+    take)."""
+    from ..epilogue_spec import reference
+
+    out.copy_(reference(spec, a.float() @ b.float(), extras))
+
+
 def _epilogue_launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
                      epilogue: str, operands: tuple) -> None:
-    from ..epilogue_spec import EpilogueSpec, reference
+    from ..epilogue_spec import EpilogueSpec
     from ..template_loader import load_template
 
-    x0, x1, x2, x3 = operands
     runner = _runner(out.device)
     spec = EpilogueSpec.from_json(epilogue)
-    extras = [t.reshape(-1) if o.kind in ("col", "row") else t
-              for t, o in zip((x0, x1, x2, x3), spec.operands, strict=False)]
+    extras = _epilogue_extras(spec, operands)
     if out.numel() == 0:
         return
     template = load_template("gemm_dense")
     if _over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out, *extras):
-        out.copy_(reference(spec, a.float() @ b.float(), extras))
+        _reference_into(spec, a, b, extras, out)
         return
     template.launch(a, b, None, out, 1.0, 0.0, _parse_config(config), epilogue=spec.text(),
                     extras=tuple(extras), runner=runner)
