@@ -10,7 +10,7 @@
   worker, not the compile. A variant's text is reused by every shape (M, N and K are
   kernel arguments).
 * **A compiled function per (variant, device, argument signature)**, in a bounded LRU
-  (:data:`ENV_MAX_KERNELS`, default 256): its code object is loaded on the device the
+  (``INDUCTOR_FLYDSL_MAX_KERNELS``, default 256): its code object is loaded on the device the
   tensors live on (its first call runs with that device current), so a kernel never
   launches with another device's module. Evicted ones are dropped with their MLIR
   context and execution engine.
@@ -49,8 +49,6 @@ from typing import Any, Protocol
 from .. import settings
 
 log = logging.getLogger("inductor_flydsl")
-ENV_MAX_KERNELS = settings.MAX_KERNELS.name
-DEFAULT_MAX_KERNELS = settings.MAX_KERNELS.default
 HIP_LIBRARY = "libamdhip64.so.7"  # what FlyDSL's runtime binds (eligibility checks it too)
 
 

@@ -51,7 +51,6 @@ from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
 ENV_BUILD_JOBS = settings.BUILD_JOBS.name
-ENV_BUILD_TIMEOUT = settings.BUILD_TIMEOUT_S.name
 
 
 def cpu_share() -> int:
