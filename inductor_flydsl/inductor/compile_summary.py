@@ -1,12 +1,15 @@
 """``INDUCTOR_FLYDSL_LOG=summary``: one line on stderr per compile, saying what the plugin
 did in it, for a user who enabled it with ``INDUCTOR_FLYDSL=1`` and changed no code.
 
-A compile is what TorchDynamo's compile callbacks bracket (``internals.compile_callbacks``:
-one frame, with every graph Inductor compiles for it, or a backward compiled lazily).
-The line is the change of the process counters (``counters.PROCESS_STATS``) from the
-compile's start to its end: GEMM selections served from the DB (hits), misses,
-benchmarked by Inductor, recorded, and the rarer counters when not 0. Compiles running
-at once in several threads share the counters, so each line then covers all of them.
+A compile ends where TorchDynamo's compile-end callback runs (``internals.compile_callbacks``
+through ``compile_end``, which puts it back after ``torch._dynamo.reset()``): one frame,
+with every graph Inductor compiles for it, or a backward compiled lazily. The line is the
+change of the process counters (``counters.PROCESS_STATS``) since the previous compile's
+end (or since the summary was installed; the plugin's counters move only inside
+compiles): GEMM selections served from the DB (hits), misses, benchmarked by Inductor,
+recorded, and the rarer counters when not 0. No start callback is needed, so none can be
+missing when a compile after a reset starts. Compiles running at once in several threads
+share the counters, so each line then covers all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from ..counters import PROCESS_STATS
 from ..settings import LOG
-from . import internals
+from . import compile_end, internals
 
 log = logging.getLogger("inductor_flydsl.summary")
 # named in every line; the rest only when not 0
@@ -32,8 +35,7 @@ EXTRA = (("dynamic_hits", "dynamic hits"), ("bucket_hits", "bucket hits"),
 COUNTED = tuple(name for name, _ in MAIN + EXTRA)
 
 _lock = threading.Lock()
-_start: dict[str, int] | None = None
-_installed = False
+_since: dict[str, int] | None = None  # the counters at the last compile's end
 
 
 def _counts() -> dict[str, int]:
@@ -56,24 +58,16 @@ def summary_line(compile_id: str, before: dict[str, int], after: dict[str, int],
     return line
 
 
-def _on_start(args: Any) -> None:
-    global _start
-    try:
-        with _lock:
-            _start = _counts()
-    except Exception:  # a summary never breaks a compile
-        log.debug("inductor_flydsl: compile summary failed", exc_info=True)
-
-
 def _on_end(args: Any) -> None:
-    global _start
+    global _since
     try:
         with _lock:
-            before, _start = _start, None
+            before, _since = _since, _counts()
+            after = _since
         if before is None:
             return
         freezing = bool(getattr(internals.config, "freezing", False))
-        line = summary_line(str(getattr(args, "compile_id", "?")), before, _counts(), freezing)
+        line = summary_line(str(getattr(args, "compile_id", "?")), before, after, freezing)
         log.info(line)
     except Exception:  # a summary never breaks a compile
         log.debug("inductor_flydsl: compile summary failed", exc_info=True)
@@ -91,22 +85,18 @@ def _ensure_handler() -> None:
 
 
 def install() -> None:
-    """Register the callbacks when ``INDUCTOR_FLYDSL_LOG=summary`` (once per process)."""
-    global _installed
-    if LOG.value() != "summary" or _installed:
+    """Register the callbacks when ``INDUCTOR_FLYDSL_LOG=summary`` (``compile_end`` keeps
+    them installed, also after ``torch._dynamo.reset()``)."""
+    if LOG.value() != "summary":
         return
+    global _since
     _ensure_handler()
-    handler = internals.compile_callbacks
-    handler.register_start_callback(_on_start)
-    handler.register_end_callback(_on_end)
-    _installed = True
+    with _lock:
+        _since = _counts()
+    compile_end.register(_on_end)
 
 
 def uninstall() -> None:
-    global _installed, _start
-    if not _installed:
-        return
-    handler = internals.compile_callbacks
-    handler.remove_start_callback(_on_start)
-    handler.remove_end_callback(_on_end)
-    _installed, _start = False, None
+    global _since
+    compile_end.unregister(_on_end)
+    _since = None

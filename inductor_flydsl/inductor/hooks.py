@@ -42,7 +42,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import compile_summary, epilogue_fusion, epilogues, fusion_replay, internals, plugin_state
+from . import (
+    compile_end,
+    compile_summary,
+    epilogue_fusion,
+    epilogues,
+    fusion_replay,
+    internals,
+    plugin_state,
+)
 from .lookup import preprocess_choices
 from .plugin_state import PluginState, report_error
 from .recording import record_epilogue, save_feedback
@@ -95,6 +103,7 @@ def uninstall() -> PluginState | None:
     """Deactivate: the hooks stay registered but do nothing; Inductor's class is restored."""
     previous = plugin_state.activate(None)
     compile_summary.uninstall()
+    compile_end.uninstall()  # the backends' compile-end work too, while the plugin is off
     epilogues.set_sink(None)
     epilogues.uninstall_observer()
     fusion_replay.uninstall()

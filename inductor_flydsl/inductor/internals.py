@@ -147,11 +147,10 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("counters", "torch._dynamo.utils", "counters",
              "Inductor's counters (the sweep's autotune_runs)"),
     Internal("compile_callbacks", "torch._dynamo.callback", "callback_handler",
-             "where each compile starts and ends: INDUCTOR_FLYDSL_LOG=summary's line per "
+             "where each compile ends: INDUCTOR_FLYDSL_LOG=summary's line per "
              "compile (compile_summary.py); the loaded graphs' FlyDSL builds started at "
              "its end (compile_end.py)",
-             members=("register_start_callback(callback)", "register_end_callback(callback)",
-                      "remove_start_callback(callback)", "remove_end_callback(callback)",
+             members=("register_end_callback(callback)", "remove_end_callback(callback)",
                       "end_callbacks")),
     Internal("PyCodeCache", "torch._inductor.codecache", "PyCodeCache",
              "the modules of compiled or loaded graphs, read (never changed) for the FlyDSL "

@@ -157,6 +157,22 @@ def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path
         "torch._inductor.config.freezing = True)"]
 
 
+def test_log_summary_outlives_a_dynamo_reset(tmp_path: Path) -> None:
+    """``torch._dynamo.reset()`` clears Dynamo's compile callbacks; the plugin puts its own
+    back in the next compile (``compile_end``), so that compile still gets its line."""
+    code = ("import torch, inductor_flydsl\n"
+            "m = torch.nn.Linear(16, 8).eval()\n"
+            "with torch.no_grad():\n"
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n"
+            "    torch._dynamo.reset()\n"
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n")
+    env = isolated_env(tmp_path, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_LOG="summary",
+                       INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"))
+    done = _python(code, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(_summary_lines(done.stderr)) == 2, done.stderr
+
+
 def test_the_scripts_variables_are_known() -> None:
     """Every ``INDUCTOR_FLYDSL_*`` name the set-up and test scripts read is known (a
     setting or :data:`settings.SCRIPT_VARIABLES`), so ``doctor`` and ``strict`` never call
