@@ -23,6 +23,7 @@ GRAPH: TimingMode = "graph"
 EAGER: TimingMode = "eager"
 CPU: TimingMode = "cpu"
 TIMING_MODES: tuple[TimingMode, ...] = (GRAPH, EAGER, CPU)
+GPU_TIMING_MODES: tuple[TimingMode, ...] = (GRAPH, EAGER)  # what a GPU user chooses between
 
 
 def check_timing_mode(value: object) -> TimingMode:

@@ -34,6 +34,7 @@ from ..sweep.runner import (
     run_sweep,
 )
 from ..sweep.sharding import shard_db_path, shard_from_environment
+from ..timing_modes import GPU_TIMING_MODES, GRAPH
 from .output import console, err_console, fail, print_json, print_table
 from .sweep_progress import SweepProgress, item_name
 
@@ -59,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", default=None,
                    help="Inductor GEMM backends, e.g. ATEN,TRITON (default: all available: "
                         "CPU ATEN,CPP; CUDA ATEN,TRITON; ROCm ATEN,TRITON,FLYDSL)")
-    p.add_argument("--timing", choices=("graph", "eager"), default="graph",
+    p.add_argument("--timing", choices=GPU_TIMING_MODES, default=GRAPH,
                    help="on a GPU, how candidates are timed: graph (as max-autotune's "
                         "cudagraph trees run them, served to max-autotune compiles; the "
                         "default) or eager (host dispatch included, served to "

@@ -45,6 +45,7 @@ import traceback
 from typing import Any
 
 from .. import settings
+from ..timing_modes import GPU_TIMING_MODES
 from .items import ItemError, SweepItem, always_skipped
 from .warm_up import warm_up
 
@@ -167,7 +168,7 @@ def _rel_err(out: Any, ref: Any) -> float:
 
 # how candidates are timed on a GPU (--timing): as the compiled graph of a max-autotune
 # compile runs them (graph replay) or of a max-autotune-no-cudagraphs one (eager)
-TIMINGS = ("graph", "eager")
+TIMINGS = GPU_TIMING_MODES
 GPU_TIMING = "graph"
 
 
