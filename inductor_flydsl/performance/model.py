@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..timing_modes import GPU_TIMING_MODES
 from .devices import DeviceSpec
 from .kernel_profile import KernelProfile
 from .occupancy import occupancy, waves_per_simd
@@ -64,7 +63,7 @@ def _model_version() -> str:
 MODEL_VERSION = _model_version()
 VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
 BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
-PREDICTED_TIMINGS = GPU_TIMING_MODES
+PREDICTED_TIMINGS = ("graph", "eager")
 # Memory round trips a split-K kernel that reduces in its own launch adds per round:
 # "atomic" (AMD's: slice 0 zeroes the tile and raises a flag the others poll before adding
 # with atomics): the poll; "counter" (the last-arriving workgroup of a tile adds the fp32
