@@ -36,7 +36,7 @@ from .settings import (
     settings_from_env,
     unknown_settings,
 )
-from .stats_view import StatsSnapshot
+from .telemetry.stats_view import StatsSnapshot
 from .version import __version__
 
 __all__ = ["Mode", "PluginUnavailable", "SettingError", "__version__", "active_settings",
@@ -238,7 +238,7 @@ def stats() -> StatsSnapshot:
     reason each), and the list of decisions (problem, chosen candidate, where the choice
     came from), and the epilogues (what the scheduler ran after each GEMM: its epilogue ops,
     whether they were fused into the GEMM kernel)."""
-    from .counters import PROCESS_STATS
+    from .telemetry.counters import PROCESS_STATS
 
     return PROCESS_STATS.snapshot()
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .db.store import RecordedSelection, rank_of
-from .device import DeviceInfo
-from .software import SoftwareInfo
+from .provenance.device import DeviceInfo
+from .provenance.software import SoftwareInfo
 
 # config entries that name a build of the code, not the candidate it builds
 VERSION_KEYS = frozenset({"template_hash"})

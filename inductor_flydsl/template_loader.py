@@ -18,7 +18,7 @@ _TEMPLATE_PACKAGES = ("inductor_flydsl_templates",)  # how templates/ is install
 
 
 def _template_file(name: str) -> Path:
-    from .software import templates_dir
+    from .provenance.software import templates_dir
 
     root = templates_dir()
     candidate = root / f"{name}.py" if root is not None else None
@@ -64,7 +64,7 @@ def _checkout_package(root: Path) -> ModuleType:
 def template_source_hash(template_name: str) -> str:
     """First 16 hex digits of the sha256 of the template's source file (ValueError for an
     unknown template)."""
-    from .software import template_source_hash as source_hash
+    from .provenance.software import template_source_hash as source_hash
 
     digest = source_hash(template_name)
     if digest is None:

@@ -72,7 +72,7 @@ def main() -> None:
 
     from inductor_flydsl.flydsl_backend import kernel_runner, ops, prebuild
     from inductor_flydsl.flydsl_backend.toolchain import rocm_path_for_compile
-    from inductor_flydsl.keys import canonical_json
+    from inductor_flydsl.problems.keys import canonical_json
     from inductor_flydsl.template_loader import load_template
 
     gemm = load_template("gemm_dense")

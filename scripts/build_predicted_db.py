@@ -43,7 +43,7 @@ from inductor_flydsl.performance.short_lists import (
     stored_version,
     write_short_lists,
 )
-from inductor_flydsl.problem import Problem, synthetic_problem
+from inductor_flydsl.problems.problem import Problem, synthetic_problem
 from inductor_flydsl.sweep.presets import (
     LLAMA3_8B,
     LLAMA3_70B,

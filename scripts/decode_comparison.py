@@ -59,8 +59,8 @@ from inductor_flydsl.performance.kernel_profile import profile_from_isa  # noqa:
 from inductor_flydsl.performance.model import predict  # noqa: E402
 from inductor_flydsl.performance.ranking import rank  # noqa: E402
 from inductor_flydsl.performance.traffic import GemmShape  # noqa: E402
-from inductor_flydsl.problem import synthetic_problem  # noqa: E402
-from inductor_flydsl.timing_modes import GRAPH, check_timing_mode  # noqa: E402
+from inductor_flydsl.problems.problem import synthetic_problem  # noqa: E402
+from inductor_flydsl.timing.timing_modes import GRAPH, check_timing_mode  # noqa: E402
 
 ARCH, DEVICE = "gfx950", "MI355X"
 DECODE_MAX_M = 64

@@ -71,7 +71,7 @@ def _extras(spec: Any, m: int, n: int, device: Any) -> list[Any]:
 
 
 def _torch_epilogue(spec: Any) -> Callable[..., Any]:
-    from inductor_flydsl.epilogue_spec import reference
+    from inductor_flydsl.problems.epilogue_spec import reference
 
     def apply(y: Any, extras: list[Any]) -> Any:
         return reference(spec, y, extras)
@@ -96,9 +96,9 @@ def epilogue_case(name: str, m: int, arch: str, device: Any,
                   bench_ms: Callable[..., float]) -> dict[str, Any]:
     import torch
 
-    from inductor_flydsl.epilogue_spec import EpilogueSpec, reference
     from inductor_flydsl.flydsl_backend import configs
     from inductor_flydsl.numerics.tolerances import check_close
+    from inductor_flydsl.problems.epilogue_spec import EpilogueSpec, reference
     from inductor_flydsl.template_loader import load_template
 
     gemm = load_template("gemm_dense")

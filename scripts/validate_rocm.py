@@ -454,7 +454,7 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
     from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED, fits
     from inductor_flydsl.numerics.gemm import grouped_reference
     from inductor_flydsl.numerics.tolerances import check_close
-    from inductor_flydsl.routing import group_sizes, offsets
+    from inductor_flydsl.problems.routing import group_sizes, offsets
     from inductor_flydsl.template_loader import load_template
 
     grouped = load_template("gemm_grouped")

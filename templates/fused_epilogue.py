@@ -1,10 +1,11 @@
-"""A fused epilogue in a FlyDSL kernel: an ``EpilogueSpec`` (``inductor_flydsl/epilogue_spec.py``)
-applied to one lane's 4 fp32 outputs before the store, its operands loaded there.
+"""A fused epilogue in a FlyDSL kernel: an ``EpilogueSpec``
+(``inductor_flydsl/problems/epilogue_spec.py``) applied to one lane's 4 fp32 outputs before
+the store, its operands loaded there.
 
 Used by the dense template (``gemm_dense``, and through it ``gemm_grouped``) inside its
 kernel body: these are plain Python helpers that emit FlyDSL values while the kernel is
 traced, so they live outside the kernel function. Part of every template that uses it for
-the template's hash (``TEMPLATE_SOURCES`` in ``inductor_flydsl/software.py``).
+the template's hash (``TEMPLATE_SOURCES`` in ``inductor_flydsl/provenance/software.py``).
 """
 
 import math

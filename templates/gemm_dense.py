@@ -53,7 +53,7 @@ multiple of ``tile_k * split_k`` and each split at least ``stages - 1`` K steps 
 :func:`divisibility_requirements`.
 
 Fused epilogue (``epilogue``: the canonical JSON of an ``EpilogueSpec`` from
-``inductor_flydsl/epilogue_spec.py``, ``""`` = none; ``mm`` and ``addmm`` without split-K,
+``inductor_flydsl/problems/epilogue_spec.py``, ``""`` = none; ``mm`` and ``addmm`` without split-K,
 see :func:`epilogue_reason`): a compile-time constant of the kernel. Each lane applies it
 to its 4 fp32 outputs after ``alpha * acc + beta * bias``, inside the store's bounds
 check, loading the operands there (a ``col`` vector's 4 elements, a ``row`` vector's one,
@@ -291,11 +291,11 @@ EPILOGUE_SLOTS = 4  # operand tensors a fused kernel takes (epilogue_spec.MAX_OP
 
 
 def parse_epilogue(epilogue: str):
-    """The :class:`~inductor_flydsl.epilogue_spec.EpilogueSpec` of an epilogue's canonical
+    """The :class:`~inductor_flydsl.problems.epilogue_spec.EpilogueSpec` of an epilogue's canonical
     JSON text, None for ``""`` (no epilogue); ValueError (``InvalidEpilogue``) if invalid."""
     if not epilogue:
         return None
-    from inductor_flydsl.epilogue_spec import EpilogueSpec
+    from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 
     return EpilogueSpec.from_json(epilogue)
 

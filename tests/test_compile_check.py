@@ -23,8 +23,8 @@ from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
 from inductor_flydsl.flydsl_backend import catalog, catalog_summary, configs, suites, toolchain
 from inductor_flydsl.flydsl_backend.cross_compile import CompileResult
-from inductor_flydsl.keys import stable_id
 from inductor_flydsl.numerics import tolerances
+from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import template_source_hash
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -163,7 +163,7 @@ def test_grouped_mm_through_the_custom_op_matches_aten(device):
 
     from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
     from inductor_flydsl.numerics.gemm import validate_output
-    from inductor_flydsl.routing import group_sizes, offsets
+    from inductor_flydsl.problems.routing import group_sizes, offsets
 
     config = next(c for c in configs.DEFAULT_GROUPED if configs.fits(c, PREFLIGHT.arch))
     x = torch.randn(2048, 1024, device=device, dtype=torch.bfloat16)
@@ -245,9 +245,9 @@ def test_fused_epilogue_default_configs(device, case):
 
     import torch
 
-    from inductor_flydsl.epilogue_spec import EpilogueSpec
     from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
     from inductor_flydsl.numerics.gemm import validate_epilogue_output
+    from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 
     _, k, spec_json = rocm_epilogues.CASES[case]
     spec = EpilogueSpec.from_json(spec_json)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl import software
+from inductor_flydsl.provenance import software
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"

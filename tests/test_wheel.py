@@ -39,10 +39,10 @@ import inductor_flydsl
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.shipped import shipped_db_paths
 from inductor_flydsl.db.store import TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import Problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.problems.problem import Problem
 from inductor_flydsl.settings import settings_from_env
-from inductor_flydsl.software import SoftwareInfo, template_version, templates_dir
+from inductor_flydsl.provenance.software import SoftwareInfo, template_version, templates_dir
 
 paths = shipped_db_paths()
 winners = []

@@ -19,9 +19,9 @@ from ..db.store import TuningDB
 from ..db.verify import verify_path_report
 from ..performance.short_lists import shipped_stored_lists, stored_lists
 from ..priors import describe_record_line, describe_records
-from ..problem import Problem
+from ..problems.problem import Problem
+from ..provenance.software import current_software
 from ..settings import default_db_path, settings_from_env
-from ..software import current_software
 from .output import console, fail, output_file_problem, print_json, print_table
 
 COMMAND_NAMES = ("db",)

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..buckets import dynamic_m_problem
 from ..db.open import UnusableDB, open_db
 from ..db.queries import (
     bucket_status,
@@ -18,7 +17,8 @@ from ..db.queries import (
 )
 from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, config_fields, explain
 from ..priors import describe_record_line
-from ..problem import synthetic_problem
+from ..problems.buckets import dynamic_m_problem
+from ..problems.problem import synthetic_problem
 from ..settings import settings_from_env
 from .arguments import BadArgument, gemm_dtype, parse_choice, parse_gemm_shape, parse_layout
 from .output import console, fail, print_json, print_table
@@ -327,9 +327,9 @@ def _record_status(db: Any, path: Path, problem: Any, arch: str) -> dict[str, An
     the prior a compile on ``arch`` would start from: this machine's GPU when it is of
     that arch, else any device of the arch (``priors.py``)."""
     from ..db.store import TuningDB
-    from ..device import DeviceInfo, describe_device, rocm_arch
     from ..priors import describe_records, nearest_prior
-    from ..software import current_software
+    from ..provenance.device import DeviceInfo, describe_device, rocm_arch
+    from ..provenance.software import current_software
 
     selections = TuningDB(db, path, writable=False).recorded_selections(problem.id)
     software = current_software()

@@ -34,7 +34,7 @@ from ..sweep.runner import (
     run_sweep,
 )
 from ..sweep.sharding import shard_db_path, shard_from_environment
-from ..timing_modes import GPU_TIMING_MODES, GRAPH
+from ..timing.timing_modes import GPU_TIMING_MODES, GRAPH
 from .output import console, err_console, fail, print_json, print_table
 from .sweep_progress import SweepProgress, item_name
 

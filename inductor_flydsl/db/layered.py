@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..device import DeviceInfo
-from ..noise import Confidence
-from ..problem import Problem
+from ..problems.problem import Problem
+from ..provenance.device import DeviceInfo
+from ..provenance.software import SoftwareInfo
 from ..settings import ENV_DB, ENV_MODE, Mode, Settings
-from ..software import SoftwareInfo
+from ..timing.noise import Confidence
 from .open import UnusableDB, is_read_only_place
 from .shipped import shipped_db_paths
 from .store import (
@@ -196,7 +196,7 @@ class LayeredTuningDB:
         record. The first layer holding any exact record of the problem decides (the
         user's DB before the shipped ones, as for :meth:`lookup`): None when that layer
         has fewer than two routings of it."""
-        from .. import routing
+        from ..problems import routing
 
         variants = {"inductor": problem} | {
             r: routing.routed(problem, r) for r in routing.MEASURED_ROUTINGS}

@@ -210,7 +210,7 @@ def bucket_status(db: sqlite_utils.Database, problem: Any) -> dict[str, Any]:
     holds a winner for it (see ``buckets.py``). A dynamic problem (symbolic dims) gets
     ``dynamic``: which dims are symbolic and the M hint it is keyed at; it is served by
     its own record (``exact_winner_archs``), else (opt-in) by the bucket."""
-    from ..buckets import bucket_m, bucket_problem
+    from ..problems.buckets import bucket_m, bucket_problem
 
     m = problem.mnk[0]
     exact = [r["arch"] for r in db.query(

@@ -18,11 +18,11 @@ from typing import Any
 
 import sqlite_utils
 
-from ..device import DeviceInfo
-from ..keys import canonical_json
-from ..noise import CONFIDENT, LOW, Confidence, Spread
-from ..problem import Problem
-from ..software import SoftwareInfo
+from ..problems.keys import canonical_json
+from ..problems.problem import Problem
+from ..provenance.device import DeviceInfo
+from ..provenance.software import SoftwareInfo
+from ..timing.noise import CONFIDENT, LOW, Confidence, Spread
 from .open import open_db
 from .transactions import BUSY_TIMEOUT_MS, LOCK_RETRIES, write_transaction
 
@@ -98,7 +98,7 @@ class RecordedSelection:
 
     def changes(self, software: SoftwareInfo) -> list[str]:
         """What changed since, per backend; empty when every result still holds."""
-        from ..validity import selection_changes
+        from ..provenance.validity import selection_changes
 
         return selection_changes(((r.backend, r.config) for r in self.results),
                                  self.software, software, str(self.device["kind"]))

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from ..device import DeviceInfo
-from ..keys import stable_id
-from ..problem import InvalidProblem, Problem, UnknownProblem
-from ..software import SoftwareInfo
+from ..problems.keys import stable_id
+from ..problems.problem import InvalidProblem, Problem, UnknownProblem
+from ..provenance.device import DeviceInfo
+from ..provenance.software import SoftwareInfo
 from .open import UnusableDB, open_db
 from .store import REFUSED_PREFIX, STATUS_OK, STATUSES
 

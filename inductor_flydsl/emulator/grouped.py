@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..routing import offsets
+from ..problems.routing import offsets
 from .errors import EmulatorError
 from .gemm import TORCH_DTYPES, judge, note_run, run_kernel
 from .machine import DEFAULT_BUDGET

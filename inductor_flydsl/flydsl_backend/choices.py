@@ -27,8 +27,8 @@ from ..inductor import internals
 from ..inductor.candidates import GRAPH_TIMING_SUFFIX
 from ..inductor.choice_state import PluginChoiceState
 from ..inductor.timing_parity import timed_with_graphs
-from ..keys import canonical_json, stable_id
 from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
+from ..problems.keys import canonical_json, stable_id
 from ..template_loader import template_source_hash
 from .ops import direct_call, op_call_name, strict_launches
 

@@ -27,8 +27,8 @@ from typing import Any
 from .. import settings
 from ..performance.ranking import RankedConfig, preselect, rank, stored_first, top_k
 from ..performance.short_lists import shipped_short_list
-from ..performance.traffic import GemmShape, epilogue_bytes
-from ..problem import Problem, TensorSpec
+from ..performance.traffic import model_shape
+from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import (
     DEFAULT_GROUPED,
@@ -89,7 +89,7 @@ def runtime_reasons(device: Any = None) -> list[str]:
         if dev.type != "cuda":
             reasons.append(f"device {dev} is not a GPU")
         else:
-            from ..device import rocm_arch
+            from ..provenance.device import rocm_arch
 
             arch = rocm_arch(dev)
             if arch not in SUPPORTED_ARCHS:
@@ -377,16 +377,6 @@ def _pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT
     if search_space.upper() == "EXHAUSTIVE":
         limit = max(limit, 64)
     return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
-
-
-def model_shape(problem: Problem, epilogue: Any = None) -> GemmShape:
-    """The problem as the performance model sees it (with a fused ``epilogue``, an
-    ``EpilogueSpec``, its operand loads and wider stores)."""
-    m, n, k = problem.mnk
-    read, written = epilogue_bytes(epilogue) if epilogue is not None else (0.0, 0.0)
-    return GemmShape(m=max(m, 1), n=max(n, 1), k=max(k, 1), batch=max(problem.batch, 1),
-                     groups=problem.groups, bias=problem.op == "addmm",
-                     extra_read_bytes=read, extra_write_bytes=written)
 
 
 def model_variant(problem: Problem) -> tuple[str, str, str, str]:

@@ -154,7 +154,7 @@ class RocmRuntime:
         device = tensor.device
         arch = self._archs.get(device)
         if arch is None:
-            from ..device import rocm_arch
+            from ..provenance.device import rocm_arch
 
             arch = self._archs[device] = str(rocm_arch(device))
         return arch

@@ -96,7 +96,7 @@ def job_for(call: FlydslCall, arch: str) -> Any | None:
     """The catalog ``Job`` that builds ``call``'s variant for ``arch``, keyed as its launch
     will key it; None when its config does not describe itself. Raises ValueError on a
     config or epilogue its template rejects."""
-    from ..epilogue_spec import EpilogueSpec
+    from ..problems.epilogue_spec import EpilogueSpec
     from ..template_loader import load_template
     from .catalog import Job
 

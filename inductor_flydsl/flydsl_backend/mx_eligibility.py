@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..problem import Problem, TensorSpec
+from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
 
 MX_OP = "scaled_mm"

@@ -112,12 +112,12 @@ def _fall_back(op: str, config: str, out: torch.Tensor, exc: Exception) -> None:
               f"is computed with ATen instead ({reason})")
     try:
         from ..inductor import plugin_state
-        from ..software import current_software
+        from ..provenance.software import current_software
 
         state = plugin_state.current()
         if state is not None:
             state.stats.bump("runtime_fallbacks")
-            from ..device import describe_device
+            from ..provenance.device import describe_device
 
             state.tuning_db.record_refusal(describe_device(out.device), current_software(),
                                            f"{op} (FlyDSL at run time)",
@@ -153,7 +153,7 @@ def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
         if epilogue is None:
             _aten_into(a, b, bias, out, alpha, beta)
         else:
-            from ..epilogue_spec import EpilogueSpec
+            from ..problems.epilogue_spec import EpilogueSpec
 
             spec = EpilogueSpec.from_json(epilogue[0])
             _reference_into(spec, a, b, _epilogue_extras(spec, epilogue[1]), out)
@@ -288,14 +288,14 @@ def _reference_into(spec, a: torch.Tensor, b: torch.Tensor, extras: list,
                     out: torch.Tensor) -> None:
     """The epilogue's result in fp32 torch ops, into ``out`` (a call the kernel cannot
     take)."""
-    from ..epilogue_spec import reference
+    from ..problems.epilogue_spec import reference
 
     out.copy_(reference(spec, a.float() @ b.float(), extras))
 
 
 def _epilogue_launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: str,
                      epilogue: str, operands: tuple) -> None:
-    from ..epilogue_spec import EpilogueSpec
+    from ..problems.epilogue_spec import EpilogueSpec
     from ..template_loader import load_template
 
     runner = _runner(out.device)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
-from ..noise import cpu_count
+from ..timing.noise import cpu_count
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
@@ -282,7 +282,7 @@ def start_builds(template: str, configs: Iterable[Any], *, arch: str, dtype: str
     process; returns config_id -> Build for every config. With the setting at 0, or a
     single config, nothing is started and the map is empty (the first launch builds);
     ``for_launch``: a launch needs these builds now (a pool of at least one worker)."""
-    from ..keys import stable_id
+    from ..problems.keys import stable_id
     from .catalog import Job
 
     wanted = {stable_id(c.to_json()): c for c in configs}

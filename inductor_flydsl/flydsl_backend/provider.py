@@ -72,7 +72,7 @@ def runtime_target(device: Any) -> tuple[str | None, list[str]]:
     reasons = runtime_reasons(device)
     if reasons:
         return None, reasons
-    from ..device import rocm_arch
+    from ..provenance.device import rocm_arch
 
     return rocm_arch(device), []
 

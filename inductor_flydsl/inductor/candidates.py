@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..keys import canonical_json
+from ..problems.keys import canonical_json
 from . import internals
 from .choice_state import state_of
 

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..software import template_version
+from ..provenance.software import template_version
 from ..version import __version__
 from . import compile_end, internals
 

@@ -19,8 +19,8 @@ import sys
 import threading
 from typing import Any
 
-from ..counters import PROCESS_STATS
 from ..settings import LOG
+from ..telemetry.counters import PROCESS_STATS
 from . import compile_end, internals
 
 log = logging.getLogger("inductor_flydsl.summary")

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..epilogue_spec import EpilogueSpec
+from ..problems.epilogue_spec import EpilogueSpec
 from . import epilogue_pass, internals
 from .epilogue_ops import region_module
 from .epilogue_regions import aten

@@ -113,7 +113,7 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
     def uuid(self) -> Any:
         """The plugin's own identity and the user's passes' ``uuid()``s; ``None`` (Inductor
         bypasses its FX-graph cache) where the user's passes alone would make it bypass."""
-        from ..software import template_version
+        from ..provenance.software import template_version
 
         inner = user_passes.graph_passes_uuid(self.inner)
         if inner is None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from ..epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step
-from ..keys import stable_id
+from ..problems.epilogue_spec import EpilogueSpec, InvalidEpilogue, Operand, Step
+from ..problems.keys import stable_id
 
 MAX_OPERANDS = 4  # extra operand slots of the fused op (unused ones repeat ``a``)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..db.store import EpilogueDecision
-from ..keys import stable_id
-from ..problem import Problem
+from ..problems.keys import stable_id
+from ..problems.problem import Problem
 from . import internals, user_passes
 from .candidates import backend_of, candidate_id
 from .ir_problem import dtype_name

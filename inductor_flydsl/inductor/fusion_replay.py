@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..db.store import EpilogueDecision
-from ..keys import stable_id
-from ..software import current_software
+from ..problems.keys import stable_id
+from ..provenance.software import current_software
 from . import epilogues, internals, plugin_state
 from .candidates import backend_of, candidate_id
 

@@ -1,4 +1,4 @@
-"""Build a :class:`~inductor_flydsl.problem.Problem` from what Inductor autotunes."""
+"""Build a :class:`~inductor_flydsl.problems.problem.Problem` from what Inductor autotunes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import sympy
 
-from ..matmul_numerics import numerics_attrs
-from ..problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
+from ..problems.matmul_numerics import numerics_attrs
+from ..problems.problem import InvalidProblem, Problem, TensorSpec, attr_value, checked
 from . import internals
 from .choice_state import state_of
 

@@ -12,14 +12,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import routing
-from ..buckets import bucket_problem, family_id
-from ..counters import Decision
 from ..db.layered import warn_once
 from ..db.store import STATUS_OK, CandidateResult
 from ..priors import find_prior
-from ..problem import InvalidProblem, Problem
-from ..software import current_software
+from ..problems import routing
+from ..problems.buckets import bucket_problem, family_id
+from ..problems.problem import InvalidProblem, Problem
+from ..provenance.software import current_software
+from ..telemetry.counters import Decision
 from . import plugin_state, serving
 from .candidates import backend_of, candidate_id, config_of
 from .choice_state import state_of

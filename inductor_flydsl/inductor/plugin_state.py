@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..counters import PROCESS_STATS
 from ..db.layered import LayeredTuningDB, warn_once
-from ..device import describe_device
+from ..provenance.device import describe_device
+from ..telemetry.counters import PROCESS_STATS
 from .choice_provider import ChoiceProvider
 
 log = logging.getLogger("inductor_flydsl")

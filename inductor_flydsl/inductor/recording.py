@@ -8,10 +8,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..counters import Decision
 from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecision
-from ..problem import InvalidProblem, Problem
-from ..software import current_software
+from ..problems.problem import InvalidProblem, Problem
+from ..provenance.software import current_software
+from ..telemetry.counters import Decision
 from . import epilogues, plugin_state, serving
 from .candidates import backend_of, candidate_id, config_of
 from .choice_state import state_of

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..db.store import CandidateResult
-from ..noise import (
+from ..timing.noise import (
     LOW,
     Confidence,
     MachineLoad,

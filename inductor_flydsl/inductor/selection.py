@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import routing
 from ..db.store import CandidateResult
 from ..priors import Prior
-from ..problem import Problem, checked
+from ..problems import routing
+from ..problems.problem import Problem, checked
 from . import epilogue_fusion
 from .ir_problem import problem_from_ir
 from .timing_parity import timing_attrs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import routing
+from ..problems import routing
 from . import internals, serving
 from .recording import finish_selection
 from .selection import SelectionContext, current_selection, hint_override

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..buckets import family_id
 from ..priors import VERSION_KEYS, Prior
+from ..problems.buckets import family_id
 from .candidates import backend_of, candidate_id, config_of
 
 

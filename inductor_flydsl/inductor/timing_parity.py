@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..timing_modes import EAGER, GRAPH, TimingMode
+from ..timing.timing_modes import EAGER, GRAPH, TimingMode
 from . import internals
 from .choice_state import state_of
 

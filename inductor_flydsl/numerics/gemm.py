@@ -89,8 +89,8 @@ def validate_epilogue_output(epilogue: str, inputs: tuple[torch.Tensor, ...],
     """A fused-epilogue candidate's ``out`` against the epilogue's reference semantics on
     the float64 product (``epilogue_spec.reference``); ``inputs`` are ``a, b`` and the
     op's operand slots."""
-    from ..epilogue_spec import EpilogueSpec
-    from ..epilogue_spec import reference as epilogue_reference
+    from ..problems.epilogue_spec import EpilogueSpec
+    from ..problems.epilogue_spec import reference as epilogue_reference
 
     spec = EpilogueSpec.from_json(epilogue)
     a, b = inputs[0], inputs[1]

@@ -109,7 +109,7 @@ def check_epilogue(out: Any, acc: Any, spec: Any, operands: Any,
     whose reference is not finite pass when ``out`` equals it."""
     import torch
 
-    from ..epilogue_spec import EpilogueSpec, reference
+    from ..problems.epilogue_spec import EpilogueSpec, reference
 
     fp32 = EpilogueSpec(spec.operands, spec.steps, "float32")
     ref = reference(fp32, acc.float(), operands).double()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..keys import canonical_json
+from ..problems.keys import canonical_json
 
 
 def config_key(config: dict[str, Any]) -> str:

@@ -78,7 +78,7 @@ SOURCES: dict[str, tuple[str, str]] = {
                        "what a back-to-back launch adds on the GPU"),
 }
 
-# What one launch costs, by timing mode (inductor_flydsl/timing_modes.py):
+# What one launch costs, by timing mode (inductor_flydsl/timing/timing_modes.py):
 # - eager: one call between two events after a cache flush, host dispatch inside the
 #   events (Inductor's default GPU timing): TransferBench's 4.04 us event-timed empty kernel
 #   (Kog AI's 4.5 us on MI300X agrees).

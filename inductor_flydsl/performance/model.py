@@ -25,7 +25,7 @@ and its validation against published MI355X measurements):
 6. The kernel takes ``max(compute, memory) + launch``; split-K with a workspace adds the
    reduction (``torch.sum`` then the copy to the output dtype: two more kernels, each at
    least a read and a write latency long). **Launch** depends on how the time is taken
-   (``timing``, inductor_flydsl/timing_modes.py): ``graph`` (graph replay or back-to-back
+   (``timing``, inductor_flydsl/timing/timing_modes.py): ``graph`` (graph replay or back-to-back
    launches: the GPU's launch gap, the default, as max-autotune runs under CUDA graphs)
    or ``eager`` (one event-timed call after a cache flush: host dispatch included);
    ``devices.py`` gives each its source.

@@ -7,7 +7,7 @@ its dtype is the MX format of both operands, ``mxfp8`` (e4m3) or ``mxfp4`` (e2m1
 layout ``nt``. ``grouped_mm`` is ``torch._grouped_mm`` of M tokens (row-major)
 over ``batch`` groups of (K x N) weights (layout's second letter: their memory order),
 benchmarked under the token ``routing`` (``inductor``, ``uniform``, ``zipf``, ``sparse``:
-see ``inductor_flydsl/routing.py``). Its ``item_id`` is a stable hash of those fields,
+see ``inductor_flydsl/problems/routing.py``). Its ``item_id`` is a stable hash of those fields,
 so the same item has the same id in every process and on every machine (``sweep_status``
 is keyed by it for ``--resume``).
 
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..keys import stable_id
+from ..problems.keys import stable_id
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..problems.problem import Problem
 
 OPS = ("mm", "addmm", "bmm", "linear", "grouped_mm", "scaled_mm")
 ROUTINGS = ("inductor", "uniform", "zipf", "sparse")  # grouped_mm only (routing.py)
@@ -237,8 +237,8 @@ def db_name(item: SweepItem, device_kind: str) -> str | None:
     """
     if always_skipped(item, device_kind):
         return None
-    from ..buckets import dynamic_m_problem
-    from ..problem import synthetic_problem
+    from ..problems.buckets import dynamic_m_problem
+    from ..problems.problem import synthetic_problem
 
     if device_kind == "cpu":  # item.op is linear
         problem = _cpu_linear(item)
@@ -254,7 +254,7 @@ def db_name(item: SweepItem, device_kind: str) -> str | None:
     elif item.op == "grouped_mm":
         if item.dynamic_m:
             return None
-        from .. import routing
+        from ..problems import routing
 
         problem = synthetic_problem("grouped_mm", item.m, item.n, item.k, dtype=item.dtype,
                                     layout=item.layout, batch=item.batch)
@@ -276,7 +276,7 @@ def _cpu_linear(item: SweepItem) -> Problem | None:
     import torch
 
     from ..inductor import internals
-    from ..problem import Problem, TensorSpec, synthetic_problem
+    from ..problems.problem import Problem, TensorSpec, synthetic_problem
 
     m, n, k, dtype = item.m, item.n, item.k, item.dtype
     x, out = TensorSpec(dtype, (m, k), (k, 1)), TensorSpec(dtype, (m, n), (n, 1))

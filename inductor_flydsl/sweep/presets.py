@@ -38,7 +38,7 @@ from typing import Any
 
 import sqlite_utils
 
-from ..problem import Problem
+from ..problems.problem import Problem
 from .items import ItemError, SweepItem, dedupe
 
 M_BUCKETS = tuple(1 << i for i in range(14))  # 1 .. 8192
@@ -104,7 +104,7 @@ def _linear_items(layers: Iterable[tuple[str, int, int]]) -> list[SweepItem]:
 
 
 def _grouped_items(layers: Iterable[tuple[str, int, int, int, int]]) -> list[SweepItem]:
-    from ..routing import ROUTINGS
+    from ..problems.routing import ROUTINGS
 
     return dedupe([SweepItem.from_values({"op": "grouped_mm", "m": t, "n": n, "k": k,
                                           "batch": groups, "dtype": "bfloat16",

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..db.store import TuningDB, utc_now
-from ..keys import canonical_json
-from ..noise import ENV_BUSY_NOTE
+from ..problems.keys import canonical_json
 from ..settings import (
     ENV_DB,
     ENV_ENABLE,
@@ -43,6 +42,7 @@ from ..settings import (
     SettingError,
     environment_errors,
 )
+from ..timing.noise import ENV_BUSY_NOTE
 from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, BusyWait, default_policy
 from .items import ItemError, SweepItem, shard

@@ -45,7 +45,7 @@ import traceback
 from typing import Any
 
 from .. import settings
-from ..timing_modes import GPU_TIMING_MODES
+from ..timing.timing_modes import GPU_TIMING_MODES
 from .items import ItemError, SweepItem, always_skipped
 from .warm_up import warm_up
 
@@ -79,8 +79,8 @@ def device_kind(device: str) -> str:
 
 
 def describe(device: str) -> dict[str, Any]:
-    from ..device import describe_device
-    from ..software import current_software
+    from ..provenance.device import describe_device
+    from ..provenance.software import current_software
 
     return {"device": describe_device(device).as_row(),
             "software": current_software().as_row(), "kind": device_kind(device)}
@@ -124,7 +124,7 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     kw = {"device": device, "dtype": dtype, "gen": gen}
     a_major, b_major = item.layout
     if item.op == "grouped_mm":
-        from ..routing import group_sizes, offsets
+        from ..problems.routing import group_sizes, offsets
 
         x = _operand(item.m, item.k, "n", None, **kw)
         w = _operand(item.k, item.n, b_major, item.batch, **kw) / math.sqrt(item.k)
@@ -231,7 +231,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                               **describe(device)}
     if always_skipped(item, kind):
         return {**result, "status": "skipped", "reason": CPU_SKIP_REASON.format(op=item.op)}
-    from .. import routing
+    from ..problems import routing
 
     fn, inputs = build(item, device)
     routing.set_active(item.routing or None)  # grouped: benchmark under the item's routing
@@ -334,7 +334,7 @@ BATCH_PREFIX = "SWEEP_BATCH "
 
 def _set_busy_note(note: str) -> None:
     """The runner's busy note for this batch (recorded with its selections), or none."""
-    from ..noise import ENV_BUSY_NOTE
+    from ..timing.noise import ENV_BUSY_NOTE
 
     if note:
         os.environ[ENV_BUSY_NOTE] = note

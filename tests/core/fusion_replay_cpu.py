@@ -44,10 +44,10 @@ from torch._inductor.utils import fresh_cache, run_and_get_code
 
 import inductor_flydsl
 from inductor_flydsl.db.store import TuningDB
-from inductor_flydsl.device import describe_device
 from inductor_flydsl.inductor import fusion_replay
-from inductor_flydsl.problem import Problem
-from inductor_flydsl.software import current_software
+from inductor_flydsl.problems.problem import Problem
+from inductor_flydsl.provenance.device import describe_device
+from inductor_flydsl.provenance.software import current_software
 
 # the stand-in Triton driver for the interpreter (a sibling file; this runs as a script)
 sys.path.insert(0, str(Path(__file__).parent))

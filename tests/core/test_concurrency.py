@@ -18,10 +18,10 @@ WRITER = r"""
 import json, sys, time, warnings
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.problems.problem import synthetic_problem
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import current_software
+from inductor_flydsl.provenance.software import current_software
 
 path, worker, count, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 db = LayeredTuningDB(Settings(db_path=__import__("pathlib").Path(path), mode=Mode.READWRITE,

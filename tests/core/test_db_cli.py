@@ -13,9 +13,9 @@ import pytest
 import sqlite_utils
 
 from inductor_flydsl.db.store import STATUS_FAILED, CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import synthetic_problem
-from inductor_flydsl.software import current_software
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import current_software
 
 DEVICE = DeviceInfo(kind="rocm", arch="gfx950", name="AMD Instinct MI355X", compute_units=256)
 OTHER_DEVICE = DeviceInfo(kind="cuda", arch="sm_90", name="NVIDIA H200", compute_units=132)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inductor_flydsl.epilogue_spec import EpilogueSpec, InvalidEpilogue, reference
 from inductor_flydsl.inductor.epilogue_fusion import find_region
+from inductor_flydsl.problems.epilogue_spec import EpilogueSpec, InvalidEpilogue, reference
 
 SILU_MUL = {"operands": [{"kind": "tile", "dtype": "bfloat16"}],
             "steps": [["neg", "acc"], ["exp", "s0"], ["add", "s1", 1.0], ["div", "acc", "s2"],

@@ -13,8 +13,8 @@ import torch
 
 import inductor_flydsl
 from inductor_flydsl.inductor.candidates import candidate_id, config_of
-from inductor_flydsl.software import current_software
-from inductor_flydsl.validity import result_changes
+from inductor_flydsl.provenance.software import current_software
+from inductor_flydsl.provenance.validity import result_changes
 
 
 @pytest.fixture

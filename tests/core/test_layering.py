@@ -7,10 +7,10 @@ from pathlib import Path
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.pack import pack_db
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import current_software, template_source_hash
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import current_software, template_source_hash
 
 DEVICE = DeviceInfo(kind="rocm", arch="gfx950", name="MI355X", compute_units=256)
 # what a FlyDSL candidate records: its template and that template's source hash

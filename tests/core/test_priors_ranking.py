@@ -15,11 +15,11 @@ import pytest
 
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.priors import describe_records, find_prior
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo, template_source_hash
 from inductor_flydsl.settings import ENV_PRIOR_TOP_K, Mode, Settings, settings_from_env
-from inductor_flydsl.software import SoftwareInfo, template_source_hash
 
 MI355X = DeviceInfo(kind="rocm", arch="gfx950", name="AMD Instinct MI355X", compute_units=256)
 MI350X = replace(MI355X, name="AMD Instinct MI350X")

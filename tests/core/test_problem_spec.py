@@ -17,10 +17,9 @@ import pytest
 import sqlite_utils
 
 from inductor_flydsl.db.store import CandidateResult, TuningDB, refusal_id
-from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.inductor.ir_problem import attrs_of
-from inductor_flydsl.keys import canonical_json, stable_id
-from inductor_flydsl.problem import (
+from inductor_flydsl.problems.keys import canonical_json, stable_id
+from inductor_flydsl.problems.problem import (
     MAX_DIM,
     MAX_INPUTS,
     MAX_RANK,
@@ -30,7 +29,8 @@ from inductor_flydsl.problem import (
     UnknownProblem,
     checked,
 )
-from inductor_flydsl.software import current_software
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import current_software
 
 SEED = 20261203
 CASES = 400

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import synthetic_problem
-from inductor_flydsl.software import current_software, template_source_hash
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import current_software, template_source_hash
 
 REPO = Path(__file__).resolve().parents[2]
 FLYDSL = {"template": "gemm_dense", "template_hash": template_source_hash("gemm_dense")}
@@ -32,10 +32,10 @@ CHECK = textwrap.dedent("""
     import sys, warnings
     from pathlib import Path
     from inductor_flydsl.db.layered import LayeredTuningDB, TuningDBWarning
-    from inductor_flydsl.device import DeviceInfo
-    from inductor_flydsl.problem import synthetic_problem
+    from inductor_flydsl.provenance.device import DeviceInfo
+    from inductor_flydsl.problems.problem import synthetic_problem
     from inductor_flydsl.settings import Mode, Settings
-    from inductor_flydsl.software import current_software
+    from inductor_flydsl.provenance.software import current_software
     from inductor_flydsl.db.store import CandidateResult
 
     path = Path(sys.argv[1])

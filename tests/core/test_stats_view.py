@@ -12,7 +12,7 @@ import torch._inductor.config as inductor_config
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.stats_view import StatsSnapshot
+from inductor_flydsl.telemetry.stats_view import StatsSnapshot
 
 
 def test_mlp_epilogues_and_table(tmp_path: Path) -> None:

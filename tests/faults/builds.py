@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from inductor_flydsl.flydsl_backend import prebuild
-from inductor_flydsl.keys import stable_id
+from inductor_flydsl.problems.keys import stable_id
 
 ENV_CRASH = "INDUCTOR_FLYDSL_TEST_BUILD_CRASH"  # the config id whose build aborts
 BUILD_FN = "tests.faults.builds:build_or_crash"

@@ -10,7 +10,7 @@ import pytest
 
 from inductor_flydsl.flydsl_backend.eligibility import explain, problem_reasons
 from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_SUITE
-from inductor_flydsl.problem import Problem, TensorSpec, synthetic_problem
+from inductor_flydsl.problems.problem import Problem, TensorSpec, synthetic_problem
 
 
 @pytest.mark.parametrize("m,n,k", DENSE_BF16_NT_SUITE)

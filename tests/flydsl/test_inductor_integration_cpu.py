@@ -217,8 +217,8 @@ def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
     spec = json.loads(next(iter(sqlite_utils.Database(offered).query(
         "select spec from problems")))["spec"])
     assert spec["symbolic"] == {"inputs": [[0], []], "output": [0], "exprs": ["a", "a"]}
-    from inductor_flydsl.buckets import dynamic_m_problem
-    from inductor_flydsl.problem import synthetic_problem
+    from inductor_flydsl.problems.buckets import dynamic_m_problem
+    from inductor_flydsl.problems.problem import synthetic_problem
 
     key = dynamic_m_problem(synthetic_problem("mm", 48, 256, 512, dtype="bfloat16",
                                               layout="nn"))
@@ -268,8 +268,8 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     its worker (tests/faults/builds.py): only that candidate is failed with the crash; the
     others are built (one cache entry each) and then refused at launch (no ROCm here)."""
     from inductor_flydsl.flydsl_backend.eligibility import offered_configs
-    from inductor_flydsl.keys import stable_id
-    from inductor_flydsl.problem import synthetic_problem
+    from inductor_flydsl.problems.keys import stable_id
+    from inductor_flydsl.problems.problem import synthetic_problem
 
     offered_list, k = offered_configs(
         synthetic_problem("mm", 256, 1024, 512, dtype="bfloat16", layout="nt"), "gfx950")

@@ -20,12 +20,12 @@ import torch
 from inductor_flydsl.emulator.gemm import make_operands, random_epilogue_operands
 from inductor_flydsl.emulator.grouped import make_grouped_operands
 from inductor_flydsl.emulator.mx import make_mx_operands
-from inductor_flydsl.epilogue_spec import EpilogueSpec
 from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
 from inductor_flydsl.flydsl_backend.catalog import MX_REPRESENTATIVE
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.ops import strict_launches
 from inductor_flydsl.numerics.gemm import validate_epilogue_output, validate_output
+from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.template_loader import load_template
 from tests.fake_hip.harness import FakeHipRuntime, fake_hip
 
@@ -65,7 +65,7 @@ def recorded(hip):
 
 
 def _config_json(config) -> str:
-    from inductor_flydsl.keys import canonical_json
+    from inductor_flydsl.problems.keys import canonical_json
 
     return canonical_json(config.to_json())
 
@@ -239,7 +239,7 @@ def test_dynamic_m_is_offered_no_split_k() -> None:
     import dataclasses
 
     from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
-    from inductor_flydsl.problem import synthetic_problem
+    from inductor_flydsl.problems.problem import synthetic_problem
 
     static = synthetic_problem("mm", 16, 4096, 8192, dtype="bfloat16", layout="nt")
     dynamic = dataclasses.replace(static, symbolic=((0,), (), (0,)))

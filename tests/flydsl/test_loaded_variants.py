@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.flydsl_backend import kernel_runner, loaded_variants, prebuild
-from inductor_flydsl.keys import canonical_json
+from inductor_flydsl.problems.keys import canonical_json
 
 WRAPPER = Path(__file__).parent / "data" / "inductor_wrapper_mm_out.py.txt"
 WRAPPER_TORCH_OPS = WRAPPER.with_name("inductor_wrapper_mm_out_torch_ops.py.txt")  # older

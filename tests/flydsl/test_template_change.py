@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.software import templates_dir
+from inductor_flydsl.provenance.software import templates_dir
 from tests.conftest import run_for_result
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ import json, sys, torch
 import torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend import prebuild, provider
-from inductor_flydsl.software import template_source_hash
+from inductor_flydsl.provenance.software import template_source_hash
 provider.runtime_target = lambda device: ("gfx950", [])  # offer the candidates on CPU
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.freezing = True

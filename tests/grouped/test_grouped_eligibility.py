@@ -12,7 +12,7 @@ import pytest
 
 from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.eligibility import candidate_configs, config_fields, explain
-from inductor_flydsl.problem import Problem, TensorSpec, synthetic_problem
+from inductor_flydsl.problems.problem import Problem, TensorSpec, synthetic_problem
 
 
 def _problem(t=512, n=256, k=128, g=8, layout="nt", dtype="bfloat16") -> Problem:

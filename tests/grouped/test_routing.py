@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from inductor_flydsl import routing
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems import routing
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo, template_source_hash
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import SoftwareInfo, template_source_hash
 
 MI355X = DeviceInfo(kind="rocm", arch="gfx950", name="AMD Instinct MI355X", compute_units=256)
 NOW = SoftwareInfo(torch="2.13.0+rocm7.0", triton="3.7.0", flydsl="0.5.0", templates="v1-x",

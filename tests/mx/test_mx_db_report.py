@@ -10,11 +10,11 @@ import pytest
 
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.flydsl_backend.mx_eligibility import synthetic_mx_problem
-from inductor_flydsl.problem import Problem, synthetic_problem
+from inductor_flydsl.problems.problem import Problem, synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo, template_source_hash
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import SoftwareInfo, template_source_hash
 from inductor_flydsl.sweep.items import ItemError, SweepItem
 from inductor_flydsl.sweep.presets import item_from_problem, preset
 

@@ -17,7 +17,7 @@ from inductor_flydsl.flydsl_backend.mx_eligibility import (
     synthetic_mx_problem,
     variant_dtype,
 )
-from inductor_flydsl.problem import TensorSpec
+from inductor_flydsl.problems.problem import TensorSpec
 
 FP8 = ("float8_e4m3fn", "float8_e4m3fn")
 FP4 = ("float4_e2m1fn_x2", "float4_e2m1fn_x2")

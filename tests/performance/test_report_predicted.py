@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from inductor_flydsl.db.store import STATUS_FAILED, CandidateResult, TuningDB
-from inductor_flydsl.device import DeviceInfo
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, GemmConfig
 from inductor_flydsl.performance.comparison import (
     NO_MEASUREMENTS,
@@ -28,14 +27,15 @@ from inductor_flydsl.performance.devices import DEVICES
 from inductor_flydsl.performance.model import predict
 from inductor_flydsl.performance.ranking import catalog_profile
 from inductor_flydsl.performance.traffic import GemmShape
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems.problem import synthetic_problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo, template_source_hash
 from inductor_flydsl.report import (
     PREDICTED_TITLE,
     load_report,
     predicted_csv_path,
     render_markdown,
 )
-from inductor_flydsl.software import SoftwareInfo, template_source_hash
 from tests.conftest import isolated_env
 
 MI355X = DeviceInfo(kind="rocm", arch="gfx950", name="AMD Instinct MI355X", compute_units=256)

@@ -27,7 +27,7 @@ from inductor_flydsl.performance.short_lists import (
     stored_version,
     write_short_lists,
 )
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems.problem import synthetic_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "tuning_db" / PREDICTED_DB_NAME

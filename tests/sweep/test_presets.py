@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.db.store import TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.keys import canonical_json
-from inductor_flydsl.problem import Problem
-from inductor_flydsl.software import SoftwareInfo
+from inductor_flydsl.problems.keys import canonical_json
+from inductor_flydsl.problems.problem import Problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo
 from inductor_flydsl.sweep.items import ItemError, SweepItem, parse_shard, shard
 from inductor_flydsl.sweep.presets import (
     M_BUCKETS,

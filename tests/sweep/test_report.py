@@ -13,9 +13,9 @@ import pytest
 from conftest import run_cli, sweep_env
 
 from inductor_flydsl.db.store import TuningDB
-from inductor_flydsl.device import DeviceInfo
-from inductor_flydsl.problem import Problem
-from inductor_flydsl.software import SoftwareInfo
+from inductor_flydsl.problems.problem import Problem
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

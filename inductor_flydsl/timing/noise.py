@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import settings
+from .. import settings
 
 CONFIDENT = "high"
 LOW = "low"

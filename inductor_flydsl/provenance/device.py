@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .keys import stable_id
+from ..problems.keys import stable_id
 
 
 @dataclass(frozen=True)

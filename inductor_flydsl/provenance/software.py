@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .keys import stable_id
+from ..problems.keys import stable_id
 
 # Bump when the meaning of a recorded candidate changes without its template source
 # changing (e.g. how configs are encoded).
@@ -38,7 +38,7 @@ def templates_dir() -> Path | None:
     spec = importlib.util.find_spec(TEMPLATES_PACKAGE)
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    checkout = Path(__file__).resolve().parent.parent / "templates"
+    checkout = Path(__file__).resolve().parents[2] / "templates"
     return checkout if (checkout / "gemm_dense.py").is_file() else None
 
 

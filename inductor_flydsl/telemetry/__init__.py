@@ -1,0 +1,1 @@
+"""What the plugin did in this process: its counters and the ``stats()`` view of them."""
