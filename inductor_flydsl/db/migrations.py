@@ -27,7 +27,9 @@ from pathlib import Path
 import sqlite_utils
 
 from .schema import (
+    COMPILE_CATALOG_V5_COLUMNS,
     EPILOGUE_DECISIONS,
+    PREDICTED_SHORT_LISTS,
     RESULT_SPREAD_COLUMNS,
     RESULT_V4_COLUMNS,
     SCHEMA_VERSION,
@@ -77,6 +79,18 @@ def _v4_inductor_decisions(db: sqlite_utils.Database) -> None:
     table.create_index(["problem_id"], if_not_exists=True)
 
 
+def _v5_catalog_columns_and_short_lists(db: sqlite_utils.Database) -> None:
+    # Catalogs written before the emulator's and the loop analysis' columns (which
+    # compile-check used to add with ``alter=True``) gain them, NULL: not measured.
+    _add_columns(db, "compile_catalog", COMPILE_CATALOG_V5_COLUMNS)
+    columns, pk = PREDICTED_SHORT_LISTS
+    table = db.table("predicted_short_lists")
+    if not table.exists():  # a v4 file written by build_predicted_db.py already has it
+        table.create(columns, pk=pk)
+    else:
+        _add_columns(db, "predicted_short_lists", columns)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(2, "results: repeats, median/IQR/CV, samples, confidence; winners: "
                  "confidence, reason, spread, runner-up, machine load",
@@ -87,6 +101,9 @@ MIGRATIONS: list[Migration] = [
                  "choice was deferred to epilogue fusion; epilogue_decisions: what the "
                  "scheduler finally ran for a GEMM and its epilogue",
               _v4_inductor_decisions),
+    Migration(5, "compile_catalog: the emulator's and the main loop's columns (declared, "
+                 "no longer added on write); predicted_short_lists: the performance model's "
+                 "short lists, declared", _v5_catalog_columns_and_short_lists),
 ]
 OLDEST_MIGRATABLE = MIGRATIONS[0].to_version - 1
 

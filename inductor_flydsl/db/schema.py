@@ -1,4 +1,4 @@
-"""Tables of the tuning DB (schema version 4), created through sqlite-utils.
+"""Tables of the tuning DB (schema version 5), created through sqlite-utils.
 
 Every value is a plain column or JSON text; nothing is ever pickled. Ids are
 ``keys.stable_id`` hashes of the JSON description of a device, software stack, problem or
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
-SCHEMA_VERSION = 4  # older files are migrated in place by db/migrations.py
+SCHEMA_VERSION = 5  # older files are migrated in place by db/migrations.py
 APPLICATION = "inductor_flydsl"
 
 # Added in version 2 (issue 15). ``confidence`` is "high", "low" or NULL (unknown: a row
@@ -55,6 +55,39 @@ EPILOGUE_DECISIONS: tuple[dict[str, type], tuple[str, ...]] = (
      "run_id": int, "recorded_at": str},
     ("device_id", "software_id", "problem_id", "epilogue_id"))
 
+# FlyDSL cross-compile catalog (``compile-check``, ``db/catalog.py``): one row per compiled
+# config. The emulator's and the loop analysis' columns came after version 4's files were
+# first written (a version-4 file may lack them; the version-5 step adds them).
+COMPILE_CATALOG_V5_COLUMNS: dict[str, type] = {
+    # compile-check --emulate: the ISA emulator's verdict
+    "emulated": int, "emulation_ok": int, "max_abs_err": float, "emulation_error": str,
+    # the ISA's main K loop (loop_analysis): instruction mix JSON, llvm-mca cycles per
+    # trip and ratio, or why the estimate is absent
+    "loop_found": int, "loop_mix": str, "loop_mfma": int, "loop_cycles": float,
+    "mfma_model_cycles": float, "mca_ratio": float, "mca_note": str,
+    # the kernel's instructions outside that loop (performance model)
+    "loop_outside": int}
+COMPILE_CATALOG: tuple[dict[str, type], tuple[str, ...]] = (
+    {"arch": str, "template": str, "template_hash": str, "config_id": str, "config": str,
+     "op": str, "dtype": str, "layout": str, "flydsl": str, "ok": int, "error": str,
+     "vgprs": int, "agprs": int, "sgprs": int, "lds_bytes": int, "scratch_bytes": int,
+     "vgpr_spills": int, "sgpr_spills": int, "mfma": str, "compile_s": float,
+     "run_id": int, "recorded_at": str, **COMPILE_CATALOG_V5_COLUMNS},
+    ("arch", "template_hash", "config_id", "op", "dtype", "layout", "flydsl"))
+
+# Added in version 5: the performance model's predicted short lists
+# (``performance/short_lists.py``, ``db/short_lists.py``), apart from the measured
+# ``results``: never served as timings, only as the configs a compile offers. ``device``
+# is the model's device name (``MI355X``), ``config`` the template config's JSON,
+# ``model_version`` what wrote the row (stale rows are never used), ``kind`` always
+# ``predicted``; ``aiter_*`` is AITER's published best time for the shape, where known.
+PREDICTED_SHORT_LISTS: tuple[dict[str, type], tuple[str, ...]] = (
+    {"device": str, "arch": str, "problem_id": str, "shape": str, "label": str, "rank": int,
+     "config": str, "predicted_us": float, "tflops": float, "roofline_share": float,
+     "bound": str, "model_version": str, "kind": str, "aiter_best_us": float,
+     "aiter_best_kernel": str, "aiter_source": str, "recorded_at": str},
+    ("device", "problem_id", "rank"))
+
 # table -> (columns, primary key)
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "meta": ({"key": str, "value": str}, "key"),
@@ -84,37 +117,19 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                 "first_seen": str, "last_seen": str},
                ("device_id", "software_id", "problem_id")),
     # FlyDSL cross-compile catalog (compile-check): one row per compiled config.
-    "compile_catalog": ({"arch": str, "template": str, "template_hash": str, "config_id": str,
-                         "config": str, "op": str, "dtype": str, "layout": str,
-                         "flydsl": str, "ok": int, "error": str, "vgprs": int, "agprs": int,
-                         "sgprs": int, "lds_bytes": int, "scratch_bytes": int,
-                         "vgpr_spills": int, "sgpr_spills": int, "mfma": str,
-                         "compile_s": float, "run_id": int, "recorded_at": str,
-                         # compile-check --emulate: the ISA emulator's verdict (written
-                         # with alter=True, so catalogs made before these columns work)
-                         "emulated": int, "emulation_ok": int, "max_abs_err": float,
-                         "emulation_error": str,
-                         # the ISA's main K loop (loop_analysis; alter=True as above):
-                         # instruction mix JSON, llvm-mca cycles per trip and ratio, or
-                         # why the estimate is absent
-                         "loop_found": int, "loop_mix": str, "loop_mfma": int,
-                         "loop_cycles": float, "mfma_model_cycles": float, "mca_ratio": float,
-                         "mca_note": str,
-                         # the kernel's instructions outside that loop (performance model)
-                         "loop_outside": int},
-                        ("arch", "template_hash", "config_id", "op", "dtype", "layout",
-                         "flydsl")),
+    "compile_catalog": COMPILE_CATALOG,
     # Offline sweep progress per sweep item (op, shape, dtype, layout), for --resume.
     # ``problem_ids`` is the JSON list of ``problems.id`` the item's compile produced.
     "sweep_status": ({"device_id": str, "software_id": str, "item_id": str, "item": str,
                       "status": str, "error": str, "seconds": float, "problem_ids": str,
                       "run_id": int, "updated_at": str},
                      ("device_id", "software_id", "item_id")),
+    "predicted_short_lists": PREDICTED_SHORT_LISTS,  # v5
 }
 
 # Tables a later schema version added: a file of an older version (read as it is, or
 # about to be migrated) may lack them.
-TABLE_SINCE: dict[str, int] = {"epilogue_decisions": 4}
+TABLE_SINCE: dict[str, int] = {"epilogue_decisions": 4, "predicted_short_lists": 5}
 
 
 def required_tables(version: int) -> set[str]:

@@ -36,7 +36,6 @@ are stopped by the parent.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.metadata
 import itertools
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..keys import canonical_json, stable_id
+from ..problems.keys import canonical_json, stable_id
 from ..template_loader import load_template, template_source_hash
 from . import configs as configs_mod
 from .build_pool import PoolEvent, run_pool
@@ -341,14 +340,13 @@ def _emulation_columns(emulation: dict[str, Any] | None) -> dict[str, Any]:
 
 
 class CatalogWriter:
-    """Buffers results and upserts them into ``compile_catalog`` in batches."""
-
-    PK = ("arch", "template_hash", "config_id", "op", "dtype", "layout", "flydsl")
+    """Buffers results and upserts them into ``compile_catalog`` (``db/catalog.py``) in
+    batches."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        from ..db.store import TuningDB
+        from ..db.catalog import CatalogStore
 
-        self.tdb = TuningDB.open(path, writable=True, tool="compile-check")
+        self.store = CatalogStore(path, tool="compile-check")
         self.flydsl = flydsl_version()
         self.buffer: list[JobResult] = []
         self.last_flush = time.monotonic()
@@ -368,11 +366,13 @@ class CatalogWriter:
         if not self.buffer:
             return
         now = utc_now()
-        with self.tdb.transaction():
-            self.run_id = self.tdb.run_id()
-            rows = [db_row(i, run_id=self.run_id, recorded_at=now, flydsl=self.flydsl)
+
+        def rows(run_id: int) -> list[dict[str, Any]]:
+            self.run_id = run_id
+            return [db_row(i, run_id=run_id, recorded_at=now, flydsl=self.flydsl)
                     for i in self.buffer]
-            self.tdb.db.table("compile_catalog").upsert_all(rows, pk=self.PK, alter=True)
+
+        self.store.write(rows)
         self.written += len(self.buffer)
         self.buffer.clear()
 
@@ -380,10 +380,8 @@ class CatalogWriter:
         """Flush, then fold the WAL into the main file: the DB may be shipped as one file."""
         try:
             self.flush()
-            with contextlib.suppress(Exception):
-                self.tdb.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
-            self.tdb.close()
+            self.store.close()
 
 
 # ---------------------------------------------------------------------------

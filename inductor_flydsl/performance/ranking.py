@@ -17,13 +17,14 @@ import functools
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import settings
+from ..db.catalog import read_usable_rows
+from ..db.errors import DBError
 from ..db.shipped import shipped_db_paths
 from .config_names import config_key
 from .devices import DEFAULT_DEVICE, DeviceSpec, device_spec
@@ -61,18 +62,11 @@ def _catalog_rows(path: str, arch: str, template: str) -> tuple[dict[str, Any], 
 def _read_catalog_rows(path: str, _mtime_ns: int, _size: int, arch: str, template: str
                        ) -> tuple[dict[str, Any], ...]:
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        con.row_factory = sqlite3.Row
-        try:
-            rows = con.execute(
-                "SELECT * FROM compile_catalog WHERE arch = ? AND template = ? AND ok = 1 "
-                "AND loop_found = 1", (arch, template)).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error as exc:  # the catalog is optional: rank without it, read again later
+        rows = read_usable_rows(path, arch, template)
+    except DBError as exc:  # the catalog is optional: rank without it, read again later
         log.warning("inductor_flydsl: compile catalog %s unreadable: %s", path, exc)
         raise _Unreadable from exc
-    return tuple(dict(r) for r in rows)
+    return tuple(rows)
 
 
 class _Unreadable(Exception):

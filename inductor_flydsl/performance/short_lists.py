@@ -20,26 +20,21 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..db import short_lists as stored_rows
+from ..db.errors import DBError
 from ..db.shipped import shipped_db_paths
 from .devices import DEFAULT_DEVICE
 from .model import MODEL_VERSION, Prediction
 
 log = logging.getLogger("inductor_flydsl")
-TABLE = "predicted_short_lists"
+TABLE = stored_rows.TABLE  # its columns: db/schema.py's PREDICTED_SHORT_LISTS
 PREDICTED_DB_NAME = "mi355x_predicted.db"
 STORED_RANKS = 8
-COLUMNS = {
-    "device": str, "arch": str, "problem_id": str, "shape": str, "label": str, "rank": int,
-    "config": str, "predicted_us": float, "tflops": float, "roofline_share": float,
-    "bound": str, "model_version": str, "kind": str, "aiter_best_us": float,
-    "aiter_best_kernel": str, "aiter_source": str, "recorded_at": str,
-}
 
 
 @dataclass(frozen=True)
@@ -95,27 +90,19 @@ def read_short_list(path: str | Path, problem_id: str, device: str
     try:
         return list(_read(str(path), stat.st_mtime_ns, stat.st_size, problem_id, device,
                           stored_version()))
-    except sqlite3.Error:  # unreadable now: nothing cached, read again next time
+    except DBError:  # unreadable now: nothing cached, read again next time
         return []
 
 
 @functools.lru_cache(maxsize=1024)
 def _read(path: str, _mtime_ns: int, _size: int, problem_id: str, device: str,
           version: str) -> tuple[StoredEntry, ...]:
-    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    try:
-        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                "name = ?", (TABLE,)).fetchone()
-        if not has_table:  # a DB without predicted short lists
-            return ()
-        rows = con.execute(
-            f"SELECT rank, config, predicted_us, tflops, roofline_share, bound, "
-            f"model_version FROM {TABLE} WHERE problem_id = ? AND device = ? "
-            "AND kind = 'predicted' ORDER BY rank", (problem_id, device)).fetchall()
-    finally:
-        con.close()
+    rows = stored_rows.read_list(path, problem_id, device)
     out = []
-    for rank, config_text, us, tflops, share, bound, written_by in rows:
+    for row in rows:
+        rank, config_text, us, tflops, share, bound, written_by = (
+            row["rank"], row["config"], row["predicted_us"], row["tflops"],
+            row["roofline_share"], row["bound"], row["model_version"])
         if written_by != version:
             return ()  # another model or catalog: stale as a whole
         config = _valid_config(config_text)
@@ -142,38 +129,15 @@ def shipped_short_list(problem_id: str, arch: str) -> list[StoredEntry]:
 
 
 def write_short_lists(db_path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
-    """Create :data:`TABLE` in the tuning DB at ``db_path`` (which must exist) if needed
-    and insert ``rows``; returns how many were written."""
-    from ..db.open import open_db
-
-    db = open_db(db_path, writable=True)
-    try:
-        table = db.table(TABLE)
-        if not table.exists():
-            table.create(COLUMNS, pk=("device", "problem_id", "rank"))
-        rows = list(rows)
-        with db.conn:
-            table.upsert_all(rows, pk=("device", "problem_id", "rank"))
-        return len(rows)
-    finally:
-        db.close()
+    """Store ``rows`` in :data:`TABLE` of the tuning DB at ``db_path`` (created if
+    missing); returns how many were written."""
+    return stored_rows.write_rows(db_path, rows)
 
 
 def stored_lists(db_path: str | Path) -> list[dict[str, Any]]:
     """Every stored row of :data:`TABLE` (empty if the DB has none), for reports; each
     with ``current``: written by the running model from the shipped catalog."""
-    try:
-        con = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
-        return []
-    con.row_factory = sqlite3.Row
-    try:
-        rows = [dict(r) for r in con.execute(
-            f"SELECT * FROM {TABLE} ORDER BY shape, label, rank")]
-    except sqlite3.Error:
-        return []
-    finally:
-        con.close()
+    rows = stored_rows.read_all(db_path)
     current = stored_version()
     for row in rows:  # a stale row is shown as such, and never used
         row["current"] = row.get("model_version") == current

@@ -19,9 +19,9 @@ from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.schema import SCHEMA_VERSION
 from inductor_flydsl.db.store import TuningDB
 from inductor_flydsl.db.verify import verify_db
-from inductor_flydsl.device import DeviceInfo
+from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.software import SoftwareInfo
 from inductor_flydsl.settings import Mode, Settings
-from inductor_flydsl.software import SoftwareInfo
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_V1 = REPO / "tuning_db" / "cpu_smoke_winners.db"
@@ -145,6 +145,6 @@ def test_writer_migrates_a_v2_file_keeping_a_v2_backup(tmp_path: Path) -> None:
     conn.close()
     before, v2 = _winners(db_path), _sha(db_path)
     TuningDB.open(db_path, writable=True).close()
-    assert _version(db_path) == SCHEMA_VERSION == 4
+    assert _version(db_path) == SCHEMA_VERSION == 5
     assert _winners(db_path) == before
     assert _sha(backup_path(db_path, 2)) == v2
