@@ -373,8 +373,8 @@ def compile_config(repo: AiterGit, out: Path, kernel_name: str, n: int, k: int, 
         shutil.rmtree(dump, ignore_errors=True)
     text = isa_path.read_text()
 
-    from inductor_flydsl.flydsl_backend.isa import parse_isa
-    from inductor_flydsl.flydsl_backend.loop_analysis import analyze_isa
+    from inductor_flydsl.isa.loop_analysis import analyze_isa
+    from inductor_flydsl.isa.stats import parse_isa
 
     stats = parse_isa(text)
     hsaco = isa_dir / f"{ident}.hsaco"

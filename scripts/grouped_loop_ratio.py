@@ -4,7 +4,7 @@
 Cross-compiles every grouped DEFAULT config (bf16, B K-contiguous ``nt`` and N-contiguous
 ``nn``) and the dense kernel with the same config (``mm``, same layout), in one run, and
 prints the llvm-mca main-loop ratio of each (cycles per trip over 4x the MFMAs in it;
-1.0 = MFMA-bound; see ``inductor_flydsl/flydsl_backend/loop_analysis.py``), the grouped
+1.0 = MFMA-bound; see ``inductor_flydsl/isa/loop_analysis.py``), the grouped
 over dense quotient, VGPRs and scratch. Configs the resource model rejects on an arch
 are listed as such. Exit status 1 if a grouped config fails to compile, spills or is
 more than ``--tolerance`` (default 10%) above the dense ratio.

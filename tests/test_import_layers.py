@@ -4,11 +4,12 @@ imports count; imports under ``if TYPE_CHECKING:`` do not, they never run).
 
 Layers, low to high (a module's layer is that of its top-level subpackage or module):
 
-0. foundations: keys, version, settings, problem, device, software, noise, epilogue_spec,
-   buckets, routing, validity, counters, stats_view, template_loader, timing_modes
+0. foundations: version, settings, template_loader; problems (what a GEMM problem is and
+   its key), provenance (device, software stack, validity), timing (timing modes, noise),
+   telemetry (counters, stats)
 1. numerics: references and tolerances of the kernels' checks
 2. db: the tuning DB
-3. emulator (runs ISA), priors (ranks DB records)
+3. emulator (runs ISA), isa (reads ISA: resources, main loop), priors (ranks DB records)
 4. inductor: the hooks into TorchInductor
 5. flydsl_backend: FlyDSL candidates, builds, cross-compiles; performance: the model that
    ranks their configs from the compiled code (each reads the other's modules)
@@ -24,10 +25,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "inductor_flydsl"
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("keys", "version", "settings", "problem", "device", "software", "noise",
-                     "epilogue_spec", "buckets", "routing", "validity", "counters",
-                     "matmul_numerics", "stats_view", "template_loader", "timing_modes"), 0),
-    "numerics": 1, "db": 2, "emulator": 3, "priors": 3, "inductor": 4,
+    **dict.fromkeys(("version", "settings", "template_loader", "problems", "provenance",
+                     "timing", "telemetry"), 0),
+    "numerics": 1, "db": 2, "emulator": 3, "isa": 3, "priors": 3, "inductor": 4,
     "flydsl_backend": 5, "performance": 5, "": 6, "plugin_choices": 6, "autoload": 6, "report": 6,
     "sweep": 7, "cli": 8, "__main__": 8,
 }

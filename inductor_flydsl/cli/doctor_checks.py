@@ -72,8 +72,8 @@ def versions() -> Section:
 
 
 def toolchain() -> Section:
-    from ..flydsl_backend.loop_analysis import LLVM_MCA, find_llvm_mca
     from ..flydsl_backend.toolchain import find_ld_lld
+    from ..isa.loop_analysis import LLVM_MCA, find_llvm_mca
 
     section = Section("Toolchain (cross-compiles, explain --isa/--emulate, compile-check)")
     lld = find_ld_lld()

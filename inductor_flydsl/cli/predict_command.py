@@ -160,8 +160,8 @@ def _check_tile_against_isa(args: argparse.Namespace, text: str, arch: str,
     """Refuse a ``--tile`` (with ``--waves``) the ISA's main loop cannot be made of: one
     trip of it issues ``loop_mfma`` MFMAs per wave, so the workgroup's multiply-adds per
     trip must be a whole number (at least 1) of K steps of the tile."""
-    from ..flydsl_backend.isa import parse_isa
-    from ..flydsl_backend.loop_analysis import analyze_isa
+    from ..isa.loop_analysis import analyze_isa
+    from ..isa.stats import parse_isa
 
     threads = parse_isa(text).max_workgroup_size
     if args.waves and threads and args.waves * 64 != threads:

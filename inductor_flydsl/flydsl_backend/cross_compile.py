@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..isa.stats import parse_isa
 from ..template_loader import load_template, template_source_hash
-from .isa import parse_isa
 from .toolchain import rocm_path_for_compile
 
 ISA_FILE_NAME = "22_final_isa.s"
@@ -139,7 +139,7 @@ def find_isa(root: Path) -> Path | None:
 
 
 def _analyze_loop(isa_text: str, arch: str) -> dict[str, Any]:
-    from .loop_analysis import analyze_isa
+    from ..isa.loop_analysis import analyze_isa
 
     try:
         return analyze_isa(isa_text, arch).to_json()
@@ -192,7 +192,7 @@ def compile_config(
     ``dump_dir`` every FlyDSL stage is kept in a fresh subdirectory of it
     (``isa_path`` points at the ISA); without it the dump is deleted. With
     ``analyze_loop`` the ISA's main loop is analysed (``loop_analysis``; see
-    :mod:`.loop_analysis`); an analysis failure is recorded there, never raised.
+    :mod:`..isa.loop_analysis`); an analysis failure is recorded there, never raised.
     ``epilogue`` (canonical JSON of an ``EpilogueSpec``, ``""``: none) compiles the
     variant with that epilogue fused (``gemm_dense``; a refusal is an ``invalid:`` error).
     """

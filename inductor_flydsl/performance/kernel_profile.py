@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..flydsl_backend.isa import parse_isa
-from ..flydsl_backend.loop_analysis import analyze_isa
+from ..isa.loop_analysis import analyze_isa
+from ..isa.stats import parse_isa
 
 # v_mfma_f32_16x16x32_bf16, v_mfma_scale_f32_16x16x128_f8f6f4, v_mfma_f32_32x32x16_bf16
 _MFMA_SHAPE_RE = re.compile(r"v_(?:mfma|smfmac)_\w*?_(\d+)x(\d+)x(\d+)")
@@ -148,7 +148,7 @@ def profile_from_catalog_row(row: dict[str, Any]) -> KernelProfile:
 def _whole_kernel_analysis(text: str, arch: str) -> Any:
     """The loop analysis of a kernel without a K loop (the compiler unrolled every K step):
     its whole instruction stream as one trip. Raises a ValueError without MFMAs."""
-    from ..flydsl_backend.loop_analysis import (
+    from ..isa.loop_analysis import (
         LoopAnalysis,
         MainLoop,
         McaUnavailable,

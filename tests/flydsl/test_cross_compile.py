@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl import software
 from inductor_flydsl.flydsl_backend import configs, resources, toolchain
 from inductor_flydsl.flydsl_backend.cross_compile import (
     compile_config,
     load_template,
     template_source_hash,
 )
-from inductor_flydsl.flydsl_backend.isa import parse_isa
+from inductor_flydsl.isa.stats import parse_isa
+from inductor_flydsl.provenance import software
 
 pytest.importorskip("flydsl")
 if toolchain.find_ld_lld() is None:

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import catalog, catalog_summary, loop_analysis, toolchain
+from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.catalog import CatalogRun, CatalogWriter, JobResult
 from inductor_flydsl.flydsl_backend.cross_compile import compile_config
-from inductor_flydsl.flydsl_backend.loop_analysis import (
+from inductor_flydsl.isa import loop_analysis
+from inductor_flydsl.isa.loop_analysis import (
     NO_LOOP,
     analyze_isa,
     find_main_loop,
@@ -189,7 +190,7 @@ def test_missing_llvm_mca_leaves_the_estimate_absent(tmp_path):
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
                            if not (Path(p) / loop_analysis.LLVM_MCA).exists())
     isa = DATA / "gfx950_bf16_nn_mm_64x64x64_w2x2_s2.s"
-    code = ("import json, sys; from inductor_flydsl.flydsl_backend.loop_analysis import "
+    code = ("import json, sys; from inductor_flydsl.isa.loop_analysis import "
             "analyze_isa; print(json.dumps(analyze_isa(open(sys.argv[1]).read(), "
             "'gfx950').to_json()))")
     proc = subprocess.run([sys.executable, "-c", code, str(isa)], capture_output=True,

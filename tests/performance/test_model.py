@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import loop_analysis
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
 from inductor_flydsl.flydsl_backend.eligibility import (
     candidate_configs,
@@ -19,6 +18,7 @@ from inductor_flydsl.flydsl_backend.eligibility import (
     explain,
     offered_configs,
     ranked_candidates,
+from inductor_flydsl.isa import loop_analysis
 )
 from inductor_flydsl.performance.devices import DEVICES, SOURCES, device_spec
 from inductor_flydsl.performance.kernel_profile import (
