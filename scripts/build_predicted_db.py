@@ -32,7 +32,6 @@ from inductor_flydsl.db.open import open_db
 from inductor_flydsl.flydsl_backend.eligibility import (
     MAX_CANDIDATES,
     _pruned_configs,
-    model_shape,
     model_variant,
     problem_reasons,
 )
@@ -43,6 +42,7 @@ from inductor_flydsl.performance.short_lists import (
     stored_version,
     write_short_lists,
 )
+from inductor_flydsl.performance.traffic import model_shape
 from inductor_flydsl.problems.problem import Problem, synthetic_problem
 from inductor_flydsl.sweep.presets import (
     LLAMA3_8B,

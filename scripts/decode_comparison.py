@@ -50,7 +50,6 @@ from build_predicted_db import (  # noqa: E402
 from inductor_flydsl.flydsl_backend.eligibility import (  # noqa: E402
     MAX_CANDIDATES,
     _pruned_configs,
-    model_shape,
     model_variant,
 )
 from inductor_flydsl.performance.config_names import config_label  # noqa: E402
@@ -58,7 +57,7 @@ from inductor_flydsl.performance.devices import device_spec  # noqa: E402
 from inductor_flydsl.performance.kernel_profile import profile_from_isa  # noqa: E402
 from inductor_flydsl.performance.model import predict  # noqa: E402
 from inductor_flydsl.performance.ranking import rank  # noqa: E402
-from inductor_flydsl.performance.traffic import GemmShape  # noqa: E402
+from inductor_flydsl.performance.traffic import GemmShape, model_shape  # noqa: E402
 from inductor_flydsl.problems.problem import synthetic_problem  # noqa: E402
 from inductor_flydsl.timing.timing_modes import GRAPH, check_timing_mode  # noqa: E402
 

@@ -187,9 +187,10 @@ def _check_tile_against_isa(args: argparse.Namespace, text: str, arch: str,
 
 
 def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
-    from ..flydsl_backend.eligibility import model_shape, model_variant, problem_reasons
+    from ..flydsl_backend.eligibility import model_variant, problem_reasons
     from ..performance.ranking import rank
-    from ..problem import synthetic_problem
+    from ..performance.traffic import model_shape
+    from ..problems.problem import synthetic_problem
     from ..template_loader import load_template
 
     op = parse_choice("--op", args.op, OPS)

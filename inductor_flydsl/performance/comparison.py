@@ -25,7 +25,7 @@ import json
 import math
 import sqlite3
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,9 @@ NO_MEASUREMENTS = ("No FlyDSL measurement on an MI300/MI350 (ROCm gfx942/gfx950)
                    "DB: nothing to compare the model's predictions with.")
 NO_CATALOG_ROW = "no prediction: the compile catalog has no figures for this config"
 MIN_RANK_POINTS = 3
+# a problem's catalog variant, (template, op, dtype, layout): which template serves an op
+# is the backend's knowledge, handed in (``flydsl_backend/offering.model_variant``)
+VariantOf = Callable[[Any], tuple[str, str, str, str]]
 
 
 @dataclass
@@ -149,13 +152,14 @@ def _measured_us(row: dict[str, Any]) -> float | None:
 class _Predictor:
     """Rebuilds each problem once and predicts its configs; failures become notes."""
 
-    def __init__(self, catalog: Path | None) -> None:
+    def __init__(self, variant_of: VariantOf, catalog: Path | None) -> None:
+        self.variant_of = variant_of
         self.catalog = catalog
         self._problems: dict[str, Any] = {}
 
     def problem(self, problem_id: str, spec: str) -> Any:
         if problem_id not in self._problems:
-            from ..problem import Problem
+            from ..problems.problem import Problem
 
             try:
                 self._problems[problem_id] = Problem.from_spec(json.loads(spec))
@@ -170,11 +174,11 @@ class _Predictor:
         if isinstance(problem, str):
             return None, None, problem
         try:
-            from ..flydsl_backend.eligibility import model_shape, model_variant
             from .model import predict
             from .ranking import catalog_profile
+            from .traffic import model_shape
 
-            template, op, dtype, layout = model_variant(problem)
+            template, op, dtype, layout = self.variant_of(problem)
             found = catalog_profile(template_config(config), arch=spec.arch,
                                     template=template, op=op, dtype=dtype, layout=layout,
                                     catalog=self.catalog)
@@ -186,10 +190,11 @@ class _Predictor:
             return None, None, f"no prediction: {type(exc).__name__}: {exc}"
 
 
-def compare(db: Any, catalog: Path | None = None) -> Comparison:
+def compare(db: Any, *, variant_of: VariantOf, catalog: Path | None = None) -> Comparison:
     """Predicted against measured for every FlyDSL time in ``db`` (a sqlite-utils
-    Database) recorded on a ROCm device of an arch the model knows."""
-    predictor = _Predictor(catalog)
+    Database) recorded on a ROCm device of an arch the model knows; ``variant_of`` gives
+    a problem's catalog variant (the backend's ``offering.model_variant``)."""
+    predictor = _Predictor(variant_of, catalog)
     rows: list[dict[str, Any]] = []
     try:
         measured = _measured_rows(db)

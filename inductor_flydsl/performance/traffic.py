@@ -13,11 +13,15 @@ in the MALL, else as often as the MALL is asked for them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .devices import DeviceSpec
 from .kernel_profile import OPERAND_BYTES, KernelProfile
+
+if TYPE_CHECKING:
+    from ..problems.problem import Problem
 
 MAX_WALKED_WORKGROUPS = 1 << 16  # beyond: the first whole rounds are walked and scaled
 
@@ -59,6 +63,17 @@ def epilogue_bytes(spec: object, out_bytes: int = 2) -> tuple[float, float]:
     read = sum(_DTYPE_BYTES.get(o.dtype, 4) for o in operands if o.kind == "tile")
     written = max(_DTYPE_BYTES.get(getattr(spec, "out_dtype", ""), out_bytes) - out_bytes, 0)
     return float(read), float(written)
+
+
+def model_shape(problem: Problem, epilogue: object = None) -> GemmShape:
+    """A problem as the model sees it (with a fused ``epilogue``, an ``EpilogueSpec``,
+    its operand loads and wider stores): the backend's offering and the comparison with
+    measurements both rank with it."""
+    m, n, k = problem.mnk
+    read, written = epilogue_bytes(epilogue) if epilogue is not None else (0.0, 0.0)
+    return GemmShape(m=max(m, 1), n=max(n, 1), k=max(k, 1), batch=max(problem.batch, 1),
+                     groups=problem.groups, bias=problem.op == "addmm",
+                     extra_read_bytes=read, extra_write_bytes=written)
 
 
 @dataclass(frozen=True)

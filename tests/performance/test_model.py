@@ -18,8 +18,8 @@ from inductor_flydsl.flydsl_backend.eligibility import (
     explain,
     offered_configs,
     ranked_candidates,
-from inductor_flydsl.isa import loop_analysis
 )
+from inductor_flydsl.isa import loop_analysis
 from inductor_flydsl.performance.devices import DEVICES, SOURCES, device_spec
 from inductor_flydsl.performance.kernel_profile import (
     KernelProfile,
@@ -30,7 +30,7 @@ from inductor_flydsl.performance.model import mfma_cycles, predict
 from inductor_flydsl.performance.occupancy import occupancy
 from inductor_flydsl.performance.ranking import catalog_profile, shipped_catalog_path
 from inductor_flydsl.performance.traffic import GemmShape, traffic
-from inductor_flydsl.problem import synthetic_problem
+from inductor_flydsl.problems.problem import synthetic_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED_ISA = ROOT / "tests" / "flydsl" / "data" / "gfx950_bf16_nt_mm_64x64x64_w2x2_s2.s"
@@ -304,16 +304,16 @@ def test_predict_cli_names_the_wrong_argument(args: tuple[str, ...], named: str)
 
 
 def test_a_fused_epilogue_is_ranked_with_its_traffic_and_its_constraints() -> None:
-    from inductor_flydsl.epilogue_spec import EpilogueSpec
     from inductor_flydsl.performance.traffic import epilogue_bytes
+    from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 
     residual = EpilogueSpec.from_json({
         "operands": [{"kind": "tile", "dtype": "bfloat16"}],
         "steps": [["add", "acc", "x0"]], "out_dtype": "float32"})
     assert epilogue_bytes(residual) == (2.0, 2.0)  # the tile read, fp32 stores over bf16
     problem = synthetic_problem("mm", 16, 4096, 4096, dtype="bfloat16", layout="nt")
-    from inductor_flydsl.flydsl_backend.eligibility import model_shape
     from inductor_flydsl.performance.ranking import rank
+    from inductor_flydsl.performance.traffic import model_shape
 
     fused = ranked_candidates(problem, "gfx950", epilogue=residual)
     plain = rank([r.config for r in fused], model_shape(problem), arch="gfx950",
