@@ -37,16 +37,21 @@ _DEFAULT_TUPLES = (
     # adds the partials: one kernel, no workspace sum) with deep pipelines (gfx950 only):
     # small-N, large-K shapes have too few output tiles to fill 256 CUs, so up to 16
     # K slices each keep 3-6 K steps of loads in flight
-    (16, 32, 64, 1, 1, 6, 1, 16, 1),
-    (16, 32, 128, 1, 1, 4, 1, 8, 1),
-    (16, 32, 128, 1, 1, 4, 1, 16, 1),
     (16, 32, 256, 1, 1, 3, 1, 4, 1),
     (16, 64, 64, 1, 2, 6, 1, 8, 1),
     (16, 64, 128, 1, 2, 4, 1, 8, 1),
     (16, 64, 128, 1, 2, 4, 1, 4, 1),
     (16, 128, 128, 1, 4, 4, 1, 4, 1),
-    (32, 64, 64, 1, 2, 6, 1, 8, 1),
-    (32, 64, 128, 1, 2, 4, 1, 4, 1),
+    # decode at AMD's level (issue 43, docs/decisions.md): four waves wherever the grid
+    # has about one workgroup per CU, so all 4 SIMDs of a CU work (M = 64: 32x64 tiles in
+    # 2 K slices, or the whole M in 64x64 tiles and 4 slices; no split-K where N alone
+    # gives 192 tiles), and small-N, large-K shapes in 16 slices of tiles whose waves hold
+    # one or two 16x16 blocks, so the in-launch reduction each wave runs is short
+    (32, 64, 128, 2, 2, 4, 1, 2, 1),
+    (64, 64, 64, 2, 2, 4, 1, 4, 1),
+    (32, 64, 256, 2, 2, 2, 1),
+    (16, 16, 64, 1, 1, 4, 1, 16, 1),
+    (32, 32, 64, 2, 2, 4, 1, 16, 1),
     # three stages (gfx950 only: two K steps of loads in flight behind the one computed)
     (16, 32, 256, 1, 1, 3, 1, 4),
     (16, 64, 256, 1, 1, 3, 1, 2),

@@ -14,7 +14,8 @@ def config_key(config: dict[str, Any]) -> str:
 
 
 def config_label(config: dict[str, Any], fallback: str = "") -> str:
-    """``t64x128x64 w2x2 s2 g8`` (``sk4`` with split-K; ``fallback`` when fields are
+    """``t64x128x64 w2x2 s2 g8`` (``sk4`` with split-K, ``sk4 rl`` when the partials are
+    reduced inside the launch, ``reduce_in_launch``; ``fallback`` when fields are
     missing)."""
     try:
         label = (f"t{config['tile_m']}x{config['tile_n']}x{config['tile_k']} "
@@ -23,4 +24,6 @@ def config_label(config: dict[str, Any], fallback: str = "") -> str:
     except (KeyError, TypeError):
         return fallback or str(config)
     split = config.get("split_k", 1)
-    return label + (f" sk{split}" if split and split > 1 else "")
+    if not split or split <= 1:
+        return label
+    return label + f" sk{split}" + (" rl" if config.get("reduce_in_launch") else "")

@@ -77,6 +77,8 @@ def test_split_k_refuses_bmm_and_batched_workspaces():
 @pytest.mark.parametrize("config,op", [
     (gemm.GemmConfig(16, 64, 64, 1, 2, 6, 1, 8, 1), "addmm"),  # 6 stages, 2 waves
     (gemm.GemmConfig(16, 32, 128, 1, 1, 4, 1, 16, 1), "mm"),  # split-K 16
+    (gemm.GemmConfig(32, 32, 64, 2, 2, 4, 1, 16, 1), "mm"),  # 2x2 waves: 4 counters a tile
+    (gemm.GemmConfig(32, 64, 128, 2, 2, 4, 1, 2, 1), "addmm"),  # 2x2 waves, 2 slices
 ])
 def test_split_k_reduced_in_the_launch_is_right_in_any_workgroup_order(config, op, tmp_path):
     """The last-arriving wave of each sub-tile adds the partials (an atomic arrival
