@@ -250,7 +250,7 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
         select d.arch, s.status, count(*) as items, round(sum(s.seconds), 1) as seconds
         from sweep_status s left join devices d on d.id = s.device_id
         group by d.arch, s.status order by d.arch, s.status""")
-    from .flydsl_backend.eligibility import model_variant
+    from .flydsl_backend.offering import model_variant
 
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
                   failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep,

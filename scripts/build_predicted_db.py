@@ -29,11 +29,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from inductor_flydsl.db.open import open_db
-from inductor_flydsl.flydsl_backend.eligibility import (
+from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
+from inductor_flydsl.flydsl_backend.offering import (
     MAX_CANDIDATES,
-    _pruned_configs,
     model_variant,
-    problem_reasons,
+    pruned_configs,
 )
 from inductor_flydsl.performance.devices import device_spec
 from inductor_flydsl.performance.ranking import rank
@@ -138,7 +138,7 @@ def build_rows(aiter: dict[tuple[int, int, int], dict[str, object]]) -> tuple[li
             print(f"skip (FlyDSL not eligible): {label} {problem.summary()}", file=sys.stderr)
             continue
         template, op, dtype, layout = model_variant(problem)
-        ranked = rank(_pruned_configs(problem, ARCH, limit=MAX_CANDIDATES),
+        ranked = rank(pruned_configs(problem, ARCH, limit=MAX_CANDIDATES),
                       model_shape(problem), arch=ARCH, template=template, op=op, dtype=dtype,
                       layout=layout, device=device)
         ranked = [r for r in ranked if r.prediction is not None][:STORED_RANKS]

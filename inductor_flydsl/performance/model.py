@@ -10,25 +10,34 @@ and its validation against published MI355X measurements):
 3. **Main loop** (from the ISA): a trip of one wave issues ``loop_mfma`` MFMAs. An MFMA
    occupies its SIMD for ``flops / (device peak per SIMD and cycle)`` cycles (the
    published peak rate, not llvm-mca's figure). One wave alone takes llvm-mca's cycles per
-   trip with each MFMA stretched to that real length; ``o`` waves sharing a SIMD overlap,
-   so ``o`` trips take ``max(o x MFMA cycles, one wave's trip)``.
-4. **Memory latency**: a K step's loads are issued ``depth`` steps ahead: ``stages - 1``
-   for the gfx950 direct-to-LDS pipeline, one more for a kernel that also prefetches the
-   next step into registers (``register_prefetch``: gfx942's register-staged path, AITER's
-   FP8 preshuffle GEMM), so a step takes at least ``latency / depth``; a depth of 0 (one
-   LDS stage, no prefetch) exposes the whole latency every step. A workgroup also pays one
-   latency to fill the pipeline and one to drain its stores, and its instructions outside
-   the loop. A split-K kernel that reduces in the same launch pays its protocol's
-   round trips once per round (``REDUCTION_LATENCIES``).
+   trip (4 clocks each) with each MFMA corrected to that real length; ``o`` waves sharing
+   a SIMD overlap, so ``o`` trips take ``max(o x MFMA cycles, one wave's trip)``.
+4. **Memory latency and the pipeline**: a K step's loads are issued ``depth`` steps
+   ahead (``prefetch_depth``: ``stages - 1`` for the gfx950 direct-to-LDS pipeline, one
+   more for a kernel that also loads the next step into registers ahead). A workgroup
+   pays one latency to fill its pipeline; then, with ``depth`` >= 1, its steps run at
+   ``max(compute, latency / depth)`` except the last ``depth``, whose loads are already
+   in flight (compute only: a kernel with no more K steps than its depth waits on memory
+   once); with ``depth`` 0 (one LDS stage, the next step's loads issued after this step's
+   MFMAs) every step after the first waits a whole latency, which the other waves on the
+   SIMD fill with their own MFMAs (``max(o x compute, one wave's step + latency)``). One
+   more latency drains the stores; a split-K kernel that reduces in the same launch pays
+   its protocol's round trips (``REDUCTION_LATENCIES``); the instructions outside the loop
+   are issued once.
 5. **Memory bandwidth** (``traffic.py``): bytes at L2, Infinity Cache and HBM over the
-   launch, each at its bandwidth (HBM at the measured fraction of peak).
-6. The kernel takes ``max(compute, memory) + launch``; split-K with a workspace adds the
-   reduction (``torch.sum`` then the copy to the output dtype: two more kernels, each at
-   least a read and a write latency long). **Launch** depends on how the time is taken
-   (``timing``, inductor_flydsl/timing/timing_modes.py): ``graph`` (graph replay or back-to-back
-   launches: the GPU's launch gap, the default, as max-autotune runs under CUDA graphs)
-   or ``eager`` (one event-timed call after a cache flush: host dispatch included);
-   ``devices.py`` gives each its source.
+   launch, each at its bandwidth (HBM at the measured fraction of peak), plus the
+   stream's fill and drain (one latency each: the first bytes arrive a latency after the
+   start, the last stores land a latency after they leave).
+6. The kernel takes ``max(compute, memory)``, plus per launch what its timing mode adds
+   (``timing``, ``MODEL_TIMINGS``; ``devices.py`` gives each figure its source):
+   ``kernel``: the kernel's own duration as a profiler reports it (AITER's published
+   tables): its fixed dispatch and end-of-kernel cost; ``graph`` (the default: graph
+   replay or back-to-back launches, as max-autotune runs under CUDA/HIP graphs): that
+   plus the gap between consecutive kernels; ``eager`` (one event-timed call, host
+   dispatch inside the events): the event-timed cost of an empty kernel's launch.
+   Split-K with a workspace adds the reduction (``torch.sum`` then the copy to the
+   output dtype: two more kernels, each at least a read and a write latency long, each
+   launched).
 
 What bounds the kernel is the largest of: launch (over half the time), memory (bandwidth),
 tail (a partial last round costing a quarter of the compute time or more), latency (K
@@ -62,8 +71,15 @@ def _model_version() -> str:
 
 MODEL_VERSION = _model_version()
 VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
+MODEL_CYCLE_CLOCKS = 4  # one cycle of LLVM's AMDGPU scheduling model (llvm-mca) in clocks
 BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
+# What a compile's timings mean (predict --timing): graph, replay or back-to-back launches;
+# eager, one event-timed call after a cache flush
 PREDICTED_TIMINGS = ("graph", "eager")
+# A kernel's own duration as a profiler reports it: what AITER's published tables hold,
+# so what the model is validated against (scripts/validate_performance_model.py)
+KERNEL_TIMING = "kernel"
+MODEL_TIMINGS = (*PREDICTED_TIMINGS, KERNEL_TIMING)
 # Memory round trips a split-K kernel that reduces in its own launch adds per round:
 # "atomic" (AMD's: slice 0 zeroes the tile and raises a flag the others poll before adding
 # with atomics): the poll; "counter" (the last-arriving workgroup of a tile adds the fp32
@@ -102,50 +118,62 @@ def _trip_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int
     """(cycles for ``waves_on_simd`` waves to each run one trip, one wave's trip alone).
 
     llvm-mca counts in the AMDGPU scheduling model's cycles, each 4 clocks (a wave64
-    instruction over a 16-lane SIMD; an MFMA of 16 clocks is 4 model cycles): a wave's
-    trip alone is llvm-mca's cycles times the MFMA's clocks per model cycle."""
+    instruction over a 16-lane SIMD): a wave's trip alone is llvm-mca's cycles x 4, each
+    MFMA then corrected by what it really holds the matrix unit beyond llvm-mca's figure
+    (none for a bf16 16x16x32, 16 clocks both ways; 16 more for a 16x16x128 with an FP8
+    operand, 32 clocks where the model says 4 cycles)."""
     real = mfma_cycles(profile, device)
     mfma_busy = profile.loop_mfma * real
     if profile.loop_cycles is None or not profile.mca_cycles_per_mfma:
         alone = mfma_busy  # no llvm-mca: MFMA-bound (the estimate says so in its parts)
     else:
-        alone = profile.loop_cycles * real / profile.mca_cycles_per_mfma
+        per_mfma = real - MODEL_CYCLE_CLOCKS * profile.mca_cycles_per_mfma
+        alone = max(profile.loop_cycles * MODEL_CYCLE_CLOCKS + profile.loop_mfma * per_mfma,
+                    mfma_busy)
     return max(waves_on_simd * mfma_busy, alone), alone
 
 
-def _step_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int,
-                 latency: float) -> tuple[float, str]:
-    """Cycles per K step of every workgroup on a CU, and what sets them."""
-    trip, _ = _trip_cycles(profile, device, waves_on_simd)
-    compute = trip / profile.k_steps_per_trip
+def _k_loop_cycles(profile: KernelProfile, device: DeviceSpec, waves_on_simd: int,
+                   latency: float, k_steps: int) -> tuple[float, str]:
+    """Cycles from a workgroup's first load to its last MFMA (``k_steps`` K steps, the
+    pipeline's fill included), and what sets them: the pipeline of ``prefetch_depth``
+    steps of loads in flight (module docstring, 4)."""
+    trip, alone = _trip_cycles(profile, device, waves_on_simd)
+    compute = trip / profile.k_steps_per_trip  # one step with the SIMD's other waves
+    alone_step = alone / profile.k_steps_per_trip
     depth = profile.prefetch_depth
-    if depth <= 0:
-        return compute + latency, "latency"
-    hidden = latency / depth
-    if hidden > compute:
-        return hidden, "latency"
+    if depth <= 0:  # each step's loads wait until the previous step's MFMAs are issued
+        waiting = max(compute, alone_step + latency)
+        cycles = latency + (k_steps - 1) * waiting + compute
+    else:
+        waiting = max(compute, latency / depth)
+        cycles = latency + max(k_steps - depth, 0) * waiting + min(k_steps, depth) * compute
+    if cycles - k_steps * compute > k_steps * compute:
+        return cycles, "latency"
     if trip > waves_on_simd * profile.loop_mfma * mfma_cycles(profile, device) * 1.0001:
-        return compute, "issue"
-    return compute, "compute"
+        return cycles, "issue"
+    return cycles, "compute"
 
 
 def _round_cycles(profile: KernelProfile, device: DeviceSpec, k_steps: int, on_cu: int,
                   latency: float) -> tuple[float, str]:
-    step, limit = _step_cycles(profile, device, waves_per_simd(on_cu, profile, device),
-                               latency)
+    """One round of workgroups: the K loop with its fill, one latency to drain the
+    stores, an in-launch reduction's round trips, the instructions outside the loop."""
+    loop, limit = _k_loop_cycles(profile, device, waves_per_simd(on_cu, profile, device),
+                                 latency, k_steps)
     reduction = REDUCTION_LATENCIES.get(profile.split_k_reduction, 0) \
         if profile.split_k > 1 else 0
-    fixed = (2 + reduction) * latency + VALU_ISSUE_CYCLES * (profile.outside_instructions or 0)
-    return fixed + k_steps * step, limit
+    fixed = (1 + reduction) * latency + VALU_ISSUE_CYCLES * (profile.outside_instructions or 0)
+    return fixed + loop, limit
 
 
 def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec,
             timing: str = "graph") -> Prediction:
     """The predicted time of one launch of ``profile``'s kernel on ``shape``, as
-    ``timing`` (``graph``: replayed or back-to-back; ``eager``: one event-timed call)
-    measures it."""
-    if timing not in PREDICTED_TIMINGS:
-        raise ValueError(f"the model predicts the GPU timing modes {PREDICTED_TIMINGS}, not "
+    ``timing`` (``graph``: replayed or back-to-back; ``eager``: one event-timed call;
+    ``kernel``: the kernel's own duration, as a profiler reports it) measures it."""
+    if timing not in MODEL_TIMINGS:
+        raise ValueError(f"the model predicts the timing modes {MODEL_TIMINGS}, not "
                          f"{timing!r}")
     if shape.k % profile.split_k:
         raise ValueError(f"K={shape.k} is not a multiple of split_k={profile.split_k}")
@@ -169,7 +197,11 @@ def predict(profile: KernelProfile, shape: GemmShape, device: DeviceSpec,
     hbm_us = moved.hbm_bytes / device.hbm_effective_bytes_per_s * 1e6
     mall_us = moved.mall_bytes / device.mall_bytes_per_s * 1e6
     l2_us = moved.l2_bytes / device.l2_bytes_per_s * 1e6
-    memory_us = max(hbm_us, mall_us, l2_us)
+    # the stream's own fill and drain: its first bytes arrive a latency after the launch
+    # starts, its last stores land a latency after they leave (the compute path charges
+    # each round of workgroups the same two)
+    ramp_us = 2 * device.memory_latency_ns / 1e3
+    memory_us = max(hbm_us, mall_us, l2_us) + ramp_us
     launches = 1
     reduce_us = 0.0
     if profile.split_k > 1 and profile.split_k_reduction == "workspace":
