@@ -144,14 +144,14 @@ def test_split_k_pays_for_its_partials() -> None:
     shape = GemmShape(16, 4096, 8192)
     p4 = predict(four, shape, MI355X)
     assert p4.parts["reduce_us"] > 0 and p4.parts["launch_us"] == pytest.approx(
-        3 * MI355X.graph_launch_us)  # the kernel, torch.sum and the copy to bf16
+        3 * MI355X.launch_cost_us("graph"))  # the kernel, torch.sum and the copy to bf16
     assert predict(four, shape, MI355X, "eager").parts["launch_us"] == pytest.approx(
         3 * MI355X.launch_us)
     p1 = predict(one, shape, MI355X)
     assert p1.parts["reduce_us"] == 0 and p1.parts["k_steps"] == 4 * p4.parts["k_steps"]
     atomic = KernelProfile(**{**four.to_json(), "split_k_reduction": "atomic"})
     assert predict(atomic, shape, MI355X).parts["launch_us"] == pytest.approx(
-        MI355X.graph_launch_us)
+        MI355X.launch_cost_us("graph"))
     # the in-launch reductions pay their round trips instead of two kernels
     counter = KernelProfile(**{**four.to_json(), "split_k_reduction": "counter"})
     pa, pc = predict(atomic, shape, MI355X), predict(counter, shape, MI355X)
@@ -160,19 +160,82 @@ def test_split_k_pays_for_its_partials() -> None:
 
 
 def test_timing_modes_and_pipeline_depth() -> None:
-    """graph (the default) charges the launch gap, eager the event-timed host launch; a
-    kernel that also prefetches into registers hides latency over one more K step."""
+    """kernel (a profiler's duration) charges the fixed in-kernel cost, graph (the default)
+    adds the gap between back-to-back kernels, eager the event-timed host launch; a kernel
+    that also prefetches into registers hides latency over one more K step."""
     profile = _profile(_config(16, 64, 256, 1, 1, 2, 1))
     shape = GemmShape(1, 1024, 4096)
     graph, eager = predict(profile, shape, MI355X), predict(profile, shape, MI355X, "eager")
+    kernel = predict(profile, shape, MI355X, "kernel")
     assert graph.timing == "graph" and eager.to_json()["timing"] == "eager"
-    assert eager.us - graph.us == pytest.approx(MI355X.launch_us - MI355X.graph_launch_us)
+    assert kernel.timing == "kernel"
+    assert graph.us - kernel.us == pytest.approx(MI355X.graph_gap_us)
+    assert eager.us - kernel.us == pytest.approx(MI355X.launch_us - MI355X.kernel_overhead_us)
     with pytest.raises(ValueError, match="timing"):
         predict(profile, shape, MI355X, "cpu")
     one_stage = KernelProfile(**{**profile.to_json(), "stages": 1})
     prefetching = KernelProfile(**{**one_stage.to_json(), "register_prefetch": True})
     assert (one_stage.prefetch_depth, prefetching.prefetch_depth) == (0, 1)
     assert predict(prefetching, shape, MI355X).us < predict(one_stage, shape, MI355X).us
+
+
+def test_kernel_overhead_is_derived_from_aiters_fastest_kernel() -> None:
+    """The fixed in-kernel cost is AITER's fastest published kernel on the arch less the
+    fill and drain latencies the model charges any kernel (devices.py, aiter-floor): never
+    negative, under the eager launch (which holds an empty kernel's duration)."""
+    from inductor_flydsl.performance.devices import AITER_FASTEST_US
+
+    for device in DEVICES.values():
+        expected = AITER_FASTEST_US[device.arch] - 2 * device.memory_latency_ns / 1e3
+        assert device.kernel_overhead_us == pytest.approx(expected)
+        assert 0 < device.kernel_overhead_us < device.launch_cost_us("graph") < device.launch_us
+        assert "aiter-floor" in device.sources.values()
+
+
+def _pipeline_profile(stages: int, k_steps_per_trip: int = 1) -> KernelProfile:
+    """A one-wave bf16 16x16x32 kernel whose trip is exactly its one MFMA per K step."""
+    return KernelProfile(
+        tile_m=16, tile_n=16, tile_k=32 * k_steps_per_trip, waves=1, stages=stages,
+        group_m=1, split_k=1, mfma="v_mfma_f32_16x16x32_bf16", loop_mfma=k_steps_per_trip,
+        loop_cycles=4.0 * k_steps_per_trip, mca_cycles_per_mfma=4.0, vgprs=32, agprs=0,
+        lds_bytes=4096, outside_instructions=0)
+
+
+def test_pipeline_fill_steps_and_drain() -> None:
+    """depth >= 1: one latency of fill, max(compute, latency / depth) per step except the
+    last ``depth`` (their loads already in flight), one latency of drain; a kernel with no
+    more steps than its depth waits on memory once. depth 0: every step after the first
+    waits a whole latency, hidden by the other waves' MFMAs on the SIMD."""
+    from inductor_flydsl.performance.model import _k_loop_cycles, _round_cycles
+
+    latency = 600.0
+    c = mfma_cycles(_pipeline_profile(2), MI355X)  # one wave's step: its one MFMA
+    for stages, k in ((2, 10), (4, 10), (6, 3)):
+        depth = stages - 1
+        cycles, _ = _k_loop_cycles(_pipeline_profile(stages), MI355X, 1, latency, k)
+        assert cycles == pytest.approx(latency + max(k - depth, 0) * max(c, latency / depth)
+                                       + min(k, depth) * c)
+        full, _ = _round_cycles(_pipeline_profile(stages), MI355X, k, 1, latency)
+        assert full == pytest.approx(cycles + latency)  # + the drain
+    alone, limit = _k_loop_cycles(_pipeline_profile(1), MI355X, 1, latency, 10)
+    assert alone == pytest.approx(latency + 9 * (c + latency) + c) and limit == "latency"
+    # 64 waves on the SIMD: their MFMAs (64 c per step) cover one wave's wait
+    crowded, _ = _k_loop_cycles(_pipeline_profile(1), MI355X, 64, latency, 10)
+    assert crowded == pytest.approx(latency + 9 * max(64 * c, c + latency) + 64 * c)
+
+
+def test_fp8_mfma_holds_its_real_cycles_not_llvm_mcas() -> None:
+    """A trip is llvm-mca's cycles x 4 clocks; an MFMA llvm-mca counts shorter than its
+    published length adds the difference (16x16x128 with FP8 operands: 32 clocks where the
+    model says 4 cycles, 16 clocks), a bf16 16x16x32 adds nothing."""
+    from inductor_flydsl.performance.model import _trip_cycles
+
+    bf16 = _pipeline_profile(2, k_steps_per_trip=4)
+    assert _trip_cycles(bf16, MI355X, 1)[1] == pytest.approx(4 * bf16.loop_cycles)
+    fp8 = KernelProfile(**{**bf16.to_json(), "mfma": "v_mfma_scale_f32_16x16x128_f8f6f4",
+                           "a_dtype": "e4m3", "b_dtype": "e4m3", "loop_cycles": 40.0})
+    assert mfma_cycles(fp8, MI355X) == pytest.approx(32)
+    assert _trip_cycles(fp8, MI355X, 1)[1] == pytest.approx(4 * 40 + 4 * (32 - 16))
 
 
 def test_ranking_reads_the_shipped_catalog_and_borrows_across_variants() -> None:
