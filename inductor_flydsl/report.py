@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 try:
     import pandas as pd
 except ModuleNotFoundError as exc:  # the [report] extra: say how to get it
@@ -49,6 +47,8 @@ except ModuleNotFoundError as exc:  # the [report] extra: say how to get it
         f"inductor_flydsl.report needs the report extra ({exc.name} is missing): "
         "pip install 'inductor-flydsl[report]'", name=exc.name) from exc
 
+from .db import report_queries as queries
+from .db.open import Database
 from .performance.comparison import MIN_RANK_POINTS, Comparison, compare
 from .performance.config_names import config_label
 
@@ -61,16 +61,11 @@ PROBLEM_COLUMNS = [
     "baseline_backend", "baseline_name", "baseline_ms", "speedup", "confidence",
     "winner_iqr_ms", "winner_repeats", "runner_up_ms", "confidence_reason", "problem_id",
     "device_id", "software_id", "torch"]
-CONFIDENCE_SQL = ("w.confidence, w.iqr_ms as winner_iqr_ms, w.repeats as winner_repeats,"
-                  " w.runner_up_ms, w.confidence_reason")
-NO_CONFIDENCE_SQL = ("null as confidence, null as winner_iqr_ms, null as winner_repeats,"
-                     " null as runner_up_ms, null as confidence_reason")
 
 
-def _frame(db: sqlite_utils.Database, sql: str) -> pd.DataFrame:
-    cursor = db.execute(sql)
-    columns = [c[0] for c in cursor.description]
-    return pd.DataFrame(cursor.fetchall(), columns=columns)
+def _frame(table: queries.Table) -> pd.DataFrame:
+    columns, rows = table
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _device_label(row: Any) -> str:
@@ -107,21 +102,12 @@ def family_of(op: str) -> str:
     return "scaled" if op in SCALED_OPS else "dense"
 
 
-def problem_table(db: sqlite_utils.Database) -> pd.DataFrame:
+def problem_table(db: Database) -> pd.DataFrame:
     """One row per (device, software, problem) with a winner."""
-    spread = (CONFIDENCE_SQL if "confidence" in db.table("winners").columns_dict
-              else NO_CONFIDENCE_SQL)
-    winners = _frame(db, f"""
-        select w.device_id, w.software_id, w.problem_id, w.candidate_id as winner_candidate,
-               w.backend as winner_backend, w.name as winner, w.time_ms as winner_ms,
-               {spread}, p.summary as problem, p.op, p.m, p.n, p.k, p.batch, p.dtype, p.layout,
-               d.arch, d.name as device_name, d.compute_units, s.torch
-        from winners w join problems p on p.id = w.problem_id
-        join devices d on d.id = w.device_id join software s on s.id = w.software_id""")
+    winners = _frame(queries.winners(db))
     if winners.empty:
         return pd.DataFrame(columns=PROBLEM_COLUMNS)
-    results = _frame(db, "select device_id, software_id, problem_id, candidate_id, backend,"
-                         " name, time_ms, status from results")
+    results = _frame(queries.results(db))
     grouped = dict(list(results.groupby(["device_id", "software_id", "problem_id"])))
     rows = []
     for w in winners.to_dict("records"):
@@ -211,7 +197,7 @@ def geomean_table(problems: pd.DataFrame) -> pd.DataFrame:
             .reset_index())[GEOMEAN_COLUMNS]
 
 
-def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
+def build_report(db: Database, db_path: str = "") -> Report:
     problems = problem_table(db)
     if problems.empty:
         wins = pd.DataFrame(columns=["device", "backend", "wins"])
@@ -221,35 +207,12 @@ def build_report(db: sqlite_utils.Database, db_path: str = "") -> Report:
                 .reset_index(name="wins").rename(columns={"winner_backend": "backend"})
                 .sort_values(["device", "wins", "backend"], ascending=[True, False, True]))
         geomeans = geomean_table(problems)
-    failed = _frame(db, """
-        select d.arch, p.summary as problem, r.backend, r.name, r.status, r.error,
-               r.problem_id, r.candidate_id
-        from results r join problems p on p.id = r.problem_id
-        join devices d on d.id = r.device_id
-        where r.status != 'ok' order by p.summary, r.backend, r.name""")
-    catalog = _frame(db, """
-        select arch, template, op, dtype, layout, count(*) as configs, sum(ok) as ok,
-               count(*) - sum(ok) as failed,
-               sum(coalesce(vgpr_spills, 0) > 0 or coalesce(sgpr_spills, 0) > 0) as spilling,
-               max(vgprs) as max_vgprs, max(lds_bytes) as max_lds_bytes,
-               round(avg(compile_s), 3) as mean_compile_s
-        from compile_catalog group by arch, template, op, dtype, layout
-        order by arch, template, op, dtype, layout""")
-    misses = _frame(db, """
-        select d.arch, p.summary as problem, m.count, m.first_seen, m.last_seen,
-               m.problem_id, m.device_id, m.software_id,
-               exists (select 1 from winners w where w.device_id = m.device_id
-                       and w.software_id = m.software_id
-                       and w.problem_id = m.problem_id) as tuned
-        from misses m join problems p on p.id = m.problem_id
-        join devices d on d.id = m.device_id
-        order by tuned, m.count desc, p.summary""")
+    failed = _frame(queries.failed_candidates(db))
+    catalog = _frame(queries.catalog_summary(db))
+    misses = _frame(queries.misses(db))
     if not misses.empty:
         misses["tuned"] = misses["tuned"].astype(bool)
-    sweep = _frame(db, """
-        select d.arch, s.status, count(*) as items, round(sum(s.seconds), 1) as seconds
-        from sweep_status s left join devices d on d.id = s.device_id
-        group by d.arch, s.status order by d.arch, s.status""")
+    sweep = _frame(queries.sweep_summary(db))
     from .flydsl_backend.offering import model_variant
 
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,

@@ -7,12 +7,12 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.open import UnusableDB, open_db
+from ..db.open import SQLITE_VERSION, UnusableDB, open_db
+from ..db.queries import version_and_winners
 from ..settings import DB, ENV_DB, ENV_MODE, MODE, SHIPPED, Mode, settings_from_env
 from .doctor_settings import settings_in_effect
 
@@ -67,7 +67,7 @@ def versions() -> Section:
         section.add("flydsl", flydsl + ("" if not missing else
                                         " (internals this package uses are missing: "
                                         + "; ".join(missing) + ")"))
-    section.add("sqlite", sqlite3.sqlite_version)
+    section.add("sqlite", SQLITE_VERSION)
     return section
 
 
@@ -118,11 +118,10 @@ def _nearest_existing(path: Path) -> Path:
 def _db_summary(path: Path, *, immutable: bool) -> str:
     db = open_db(path, writable=False, immutable=immutable)
     try:
-        version = db.execute("select value from meta where key = 'schema_version'").fetchone()
-        winners = db.execute("select count(*) from winners").fetchone()[0]
+        version, winners = version_and_winners(db)
     finally:
         db.close()
-    return f"schema v{version[0] if version else '?'}, {winners} winners"
+    return f"schema v{version or '?'}, {winners} winners"
 
 
 def tuning_db() -> Section:

@@ -21,6 +21,10 @@ from .schema import APPLICATION, SCHEMA_VERSION, create_schema, required_tables
 from .transactions import BUSY_TIMEOUT_MS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# What open_db returns: the name callers outside db/ give its type (they pass it back to
+# db/'s functions; none runs SQL on it).
+Database = sqlite_utils.Database
+SQLITE_VERSION = sqlite3.sqlite_version  # the SQLite library this Python links (doctor)
 
 
 class UnusableDB(Exception):

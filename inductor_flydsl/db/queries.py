@@ -47,6 +47,14 @@ def db_stats(db: sqlite_utils.Database) -> dict[str, Any]:
     }
 
 
+def version_and_winners(db: sqlite_utils.Database) -> tuple[str | None, int]:
+    """The file's schema version (None: not recorded) and how many winners it holds
+    (``doctor``'s one line per DB)."""
+    version = db.execute("select value from meta where key = 'schema_version'").fetchone()
+    winners = db.execute("select count(*) from winners").fetchone()[0]
+    return (str(version[0]) if version else None), int(winners)
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """``MxNxK`` or ``BxMxNxK`` (batch first), as ``db list --shape`` takes it."""
     form = "use MxNxK or BxMxNxK with positive whole numbers, e.g. 8x4096x4096"

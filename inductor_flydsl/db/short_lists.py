@@ -65,9 +65,12 @@ def read_all(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         con.close()
 
 
-def write_rows(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
+def write_rows(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]],
+               problem_rows: Iterable[dict[str, Any]] = ()) -> int:
     """Upsert ``rows`` into the tuning DB at ``path`` (created if missing, migrated to the
-    current schema, which declares the table); returns how many were written."""
+    current schema, which declares the table), with ``problem_rows`` (``Problem.as_row``:
+    the problems they key, so ``db show`` finds them); returns how many rows were
+    written."""
     rows = list(rows)
     unknown = set().union(*(row.keys() for row in rows)) - set(PREDICTED_SHORT_LISTS[0])
     if unknown:
@@ -75,6 +78,7 @@ def write_rows(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> 
     db = open_db(path, writable=True)
     try:
         with db.conn:
+            db.table("problems").upsert_all(list(problem_rows), pk="id")
             db.table(TABLE).upsert_all(rows, pk=PRIMARY_KEY)
         return len(rows)
     finally:

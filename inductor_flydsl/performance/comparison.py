@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..db.errors import DBError
+from ..db.report_queries import flydsl_measurements
 from .config_names import config_label
 from .devices import DEFAULT_DEVICE, DEVICES, DeviceSpec
 
@@ -125,22 +126,6 @@ def template_config(config: dict[str, Any]) -> dict[str, int]:
 
 
 # ---- the comparison -------------------------------------------------------------------
-def _measured_rows(db: Any) -> list[dict[str, Any]]:
-    measured = ("r.measured_ms" if "measured_ms" in db.table("results").columns_dict
-                else "null as measured_ms")
-    cursor = db.execute(f"""
-        select r.device_id, r.software_id, r.problem_id, r.candidate_id, r.name, r.config,
-               r.time_ms, {measured}, d.arch, d.name as device_name, d.compute_units,
-               p.summary as problem, p.spec
-        from results r join devices d on d.id = r.device_id
-        join problems p on p.id = r.problem_id
-        where r.backend = 'flydsl' and r.status = 'ok' and r.time_ms is not null
-          and d.kind = 'rocm'
-        order by d.arch, d.name, p.summary, r.software_id, r.candidate_id""")
-    columns = [c[0] for c in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-
-
 def _measured_us(row: dict[str, Any]) -> float | None:
     for key in ("measured_ms", "time_ms"):
         value = row.get(key)
@@ -197,8 +182,8 @@ def compare(db: Any, *, variant_of: VariantOf, catalog: Path | None = None) -> C
     predictor = _Predictor(variant_of, catalog)
     rows: list[dict[str, Any]] = []
     try:
-        measured = _measured_rows(db)
-    except sqlite3.Error as exc:  # a DB the report can read otherwise: say so, go on
+        measured = flydsl_measurements(db)
+    except DBError as exc:  # a DB the report can read otherwise: say so, go on
         return Comparison(note=f"No comparison: the DB's results could not be read ({exc}).")
     for raw in measured:
         chosen = model_device(str(raw["arch"] or ""), str(raw["device_name"] or ""),

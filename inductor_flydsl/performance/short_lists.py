@@ -128,10 +128,12 @@ def shipped_short_list(problem_id: str, arch: str) -> list[StoredEntry]:
     return []
 
 
-def write_short_lists(db_path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
+def write_short_lists(db_path: str | Path, rows: Iterable[dict[str, Any]],
+                      problems: Iterable[Any] = ()) -> int:
     """Store ``rows`` in :data:`TABLE` of the tuning DB at ``db_path`` (created if
-    missing); returns how many were written."""
-    return stored_rows.write_rows(db_path, rows)
+    missing), with the ``problems`` (``Problem``) they key; returns how many rows were
+    written."""
+    return stored_rows.write_rows(db_path, rows, [p.as_row() for p in problems])
 
 
 def stored_lists(db_path: str | Path) -> list[dict[str, Any]]:

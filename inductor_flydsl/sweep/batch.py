@@ -86,22 +86,13 @@ def batch_module(parts: list[tuple[Any, tuple[Any, ...]]]) -> tuple[Any, tuple[A
 def problems_by_item(items: list[SweepItem], problem_ids: Iterable[str],
                      db_path: str) -> dict[str, list[str]]:
     """item_id -> the decided problem ids whose (m, n, k, batch) row matches the item."""
-    import sqlite_utils
+    from ..db.sweep_state import problem_sizes
 
-    ids = sorted(set(problem_ids))
     found: dict[str, list[str]] = {item.item_id: [] for item in items}
-    if not ids:
-        return found
     by_key = {match_key(item): item.item_id for item in items}
-    db = sqlite_utils.Database(db_path)
-    try:
-        marks = ",".join("?" * len(ids))
-        for row in db.query(f"select id, m, n, k, batch from problems where id in ({marks})",
-                            ids):
-            key = (row["m"], row["n"], row["k"], row["batch"] or 1)
-            item_id = by_key.get(key) or by_key.get((*key[:3], 1))
-            if item_id is not None:
-                found[item_id].append(str(row["id"]))
-    finally:
-        db.close()
+    for row in problem_sizes(db_path, sorted(set(problem_ids))):
+        key = (row["m"], row["n"], row["k"], row["batch"] or 1)
+        item_id = by_key.get(key) or by_key.get((*key[:3], 1))
+        if item_id is not None:
+            found[item_id].append(str(row["id"]))
     return found

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
+from ..db import sweep_state
+from ..db.open import Database
 from ..problems.problem import Problem
 from .items import ItemError, SweepItem, dedupe
 
@@ -289,19 +289,15 @@ class MissItems:
     unconvertible: list[str]  # "summary: reason"
 
 
-def items_from_misses(db: sqlite_utils.Database, device_id: str | None = None,
+def items_from_misses(db: Database, device_id: str | None = None,
                       software_id: str | None = None) -> MissItems:
     """Items for the problems in ``misses`` (recorded on any device) that have no winner
     for ``device_id``/``software_id`` (when given), most frequently missed first."""
-    rows = list(db.query(
-        "select m.problem_id, sum(m.count) as count, p.summary, p.spec from misses m"
-        " join problems p on p.id = m.problem_id group by m.problem_id, p.summary, p.spec"
-        " order by count desc, p.summary"))
+    rows = sweep_state.missed_problems(db)
     items, unconvertible, tuned = [], [], 0
     for row in rows:
-        if device_id and software_id and list(db.query(
-                "select 1 from winners where device_id = ? and software_id = ? and"
-                " problem_id = ?", [device_id, software_id, row["problem_id"]])):
+        if device_id and software_id and sweep_state.has_winner(
+                db, device_id, software_id, row["problem_id"]):
             tuned += 1
             continue
         try:
@@ -311,16 +307,11 @@ def items_from_misses(db: sqlite_utils.Database, device_id: str | None = None,
     return MissItems(items=dedupe(items), already_tuned=tuned, unconvertible=unconvertible)
 
 
-def items_from_noisy(db: sqlite_utils.Database, device_id: str,
+def items_from_noisy(db: Database, device_id: str,
                      software_id: str) -> MissItems:
     """Items for the problems whose winner for this device and software is
     low-confidence (``sweep --remeasure-noisy``). A file of schema version 1 has none."""
-    if "confidence" not in db.table("winners").columns_dict:
-        return MissItems(items=[], already_tuned=0, unconvertible=[])
-    rows = list(db.query(
-        "select p.summary, p.spec from winners w join problems p on p.id = w.problem_id"
-        " where w.device_id = ? and w.software_id = ? and w.confidence = 'low'"
-        " order by p.summary", [device_id, software_id]))
+    rows = sweep_state.noisy_problems(db, device_id, software_id)
     items, unconvertible = [], []
     for row in rows:
         try:

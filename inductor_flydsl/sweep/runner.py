@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..db import sweep_state
 from ..db.store import TuningDB, utc_now
 from ..problems.keys import canonical_json
 from ..settings import (
@@ -155,9 +156,7 @@ def probe_identity(slots: list[Slot], timeout_s: float = 300) -> Identity:
 
 # ---- selection ------------------------------------------------------------------------
 def statuses(db: TuningDB, identity: Identity) -> dict[str, str]:
-    return {row["item_id"]: row["status"] for row in db.db.query(
-        "select item_id, status from sweep_status where device_id = ? and software_id = ?",
-        [identity.device_id, identity.software_id])}
+    return sweep_state.statuses(db, identity.device_id, identity.software_id)
 
 
 def select_items(items: list[SweepItem], *, shard_spec: tuple[int, int] | None,
@@ -248,9 +247,7 @@ class SweepRunner:
         except Exception as exc:  # UnusableDB, sqlite3.Error, OSError
             raise SweepError(str(exc)) from exc
         self.run_id = self.db.run_id()
-        with self.db.transaction():
-            self.db.db.table("devices").upsert(identity.device, pk="id")
-            self.db.db.table("software").upsert(identity.software, pk="id")
+        sweep_state.register(self.db, identity.device, identity.software)
 
     def close(self) -> None:
         self.db.close()
@@ -263,33 +260,20 @@ class SweepRunner:
                "seconds": round(outcome.seconds, 3),
                "problem_ids": json.dumps(outcome.problem_ids), "run_id": self.run_id,
                "updated_at": utc_now()}
-        with self.db.transaction():
-            if outcome.status == INTERRUPTED:
-                current = list(self.db.db.query(
-                    "select status from sweep_status where device_id = ? and software_id = ?"
-                    " and item_id = ?", [row["device_id"], row["software_id"],
-                                         row["item_id"]]))
-                if current and current[0]["status"] == DONE:
-                    return  # an earlier run finished it; keep that
-            self.db.db.table("sweep_status").upsert(
-                row, pk=("device_id", "software_id", "item_id"))
+        # an interrupted item never replaces an earlier run's finished one
+        sweep_state.record_status(self.db, row,
+                                  keep_status=DONE if outcome.status == INTERRUPTED else None)
 
     def wins_by_backend(self, problem_ids: set[str]) -> dict[str, int]:
-        counts: Counter[str] = Counter()
-        for row in self.db.db.query(
-                "select problem_id, backend from winners where device_id = ? and"
-                " software_id = ?", [self.identity.device_id, self.identity.software_id]):
-            if row["problem_id"] in problem_ids:
-                counts[str(row["backend"])] += 1
+        counts = Counter(backend for problem_id, backend in sweep_state.winner_backends(
+            self.db, self.identity.device_id, self.identity.software_id)
+            if problem_id in problem_ids)
         return dict(counts.most_common())
 
     def low_confidence(self, problem_ids: set[str]) -> list[str]:
-        if not self.db.has_confidence:
-            return []
-        return sorted(str(row["problem_id"]) for row in self.db.db.query(
-            "select problem_id from winners where device_id = ? and software_id = ? and"
-            " confidence = 'low'", [self.identity.device_id, self.identity.software_id])
-            if row["problem_id"] in problem_ids)
+        return sorted(p for p in sweep_state.low_confidence_ids(
+            self.db, self.identity.device_id, self.identity.software_id)
+            if p in problem_ids)
 
     def _next_item(self, pending: list[SweepItem], running: dict[str, _Running],
                    ) -> tuple[SweepItem | None, str]:
