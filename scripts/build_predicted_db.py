@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from inductor_flydsl.db.open import open_db
+from inductor_flydsl.db.pack import pack_db
 from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
 from inductor_flydsl.flydsl_backend.offering import (
     MAX_CANDIDATES,
@@ -176,19 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"AITER {commit[:12]}: {len(aiter)} published gfx950 shapes", file=sys.stderr)
     rows, problems = build_rows(aiter)
     args.out.unlink(missing_ok=True)
-    db = open_db(args.out, writable=True)
-    try:
-        with db.conn:
-            db.table("problems").upsert_all([p.as_row() for p in problems], pk="id")
-    finally:
-        db.close()
-    written = write_short_lists(args.out, rows)
-    db = open_db(args.out, writable=True)
-    try:
-        db.conn.execute("PRAGMA journal_mode=DELETE")
-        db.conn.execute("VACUUM")
-    finally:
-        db.close()
+    written = write_short_lists(args.out, rows, problems)
+    verify_errors = pack_db(args.out)  # one self-contained file, verified
+    if verify_errors:
+        print(f"{args.out}: db verify finds {verify_errors[0]}", file=sys.stderr)
+        return 1
     with_aiter = len({r["problem_id"] for r in rows if r["aiter_best_us"]})
     print(f"{args.out}: {len(problems)} shapes, {written} predicted rows (model and catalog "
           f"{stored_version()}); AITER's published best beside {with_aiter} shapes")
