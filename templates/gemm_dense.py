@@ -821,18 +821,22 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                 # Split-K inside the launch: each wave, once its fp32 partial sub-tile is
                 # stored, arrives at its sub-tile's counter (one atomic add, acquire-release at
                 # agent scope: its stores are visible before, the others' after). The wave that
-                # arrives last (the counter read split_k - 1) adds the split_k partials in slice
-                # order, so the result does not depend on the order the workgroups ran in,
-                # writes the output in its dtype and resets the counter to 0 for the next
-                # launch; the others are done. Nothing waits on another workgroup.
+                # arrives last (the counter read (split_k - 1) x 64) adds the split_k partials
+                # in slice order, so the result does not depend on the order the workgroups
+                # ran in, writes the output in its dtype and resets the counter to 0 for the
+                # next launch; the others are done. Nothing waits on another workgroup.
+                # Every lane adds 1 (a wave arrives as 64): the same value in every lane
+                # compiles to one atomic of s_bcnt1(EXEC) from one lane, where a value that
+                # differs per lane (1 in lane 0 only) made the compiler scan the 64 lanes
+                # one by one in a scalar loop before the atomic.
                 out, ldo = extras[0]
                 counters, _ = extras[1]
                 counter = fx.get_iter(counters) + (pid * waves + wave)
-                arrived = fx.atomic_add(counter, (lane < 1).select(fx.Int32(1), fx.Int32(0)),
+                arrived = fx.atomic_add(counter, fx.Int32(1),
                                         syncscope=fx.rocdl.SyncScope.Agent,
                                         ordering=fx.AtomicOrdering.AcqRel)
                 before = fx.Int32(rocdl.readfirstlane(fx.Int32.ir_type, arrived))
-                if before == split_k - 1:
+                if before == (split_k - 1) * WAVE_SIZE:
                     parts = fx.get_iter(C)
                     out_ptr = fx.get_iter(out)
                     for i in range_constexpr(rep_m):
@@ -840,11 +844,13 @@ def _make_kernel(config: GemmConfig, dtype: str, layout: str, op: str, arch: str
                             row = row_base + i * 16
                             col = col_base + j * 16
                             if (row < m_left) and (col < n_left):
-                                at = (m0 + row) * ldc + n0 + col
-                                total = fx.ptr_load(parts + at, acc_type)
-                                for z in range_constexpr(1, split_k):
-                                    part = fx.ptr_load(parts + (at + z * batch_c), acc_type)
-                                    total = total + part
+                                # slice after slice by a 64-bit pointer step: one add per
+                                # slice, not an int32 offset sign-extended per slice
+                                at = parts + ((m0 + row) * ldc + n0 + col)
+                                total = fx.ptr_load(at, acc_type)
+                                for _ in range_constexpr(1, split_k):
+                                    at = at + fx.Int64(batch_c)
+                                    total = total + fx.ptr_load(at, acc_type)
                                 fx.ptr_store(total.to(elem),
                                              out_ptr + ((m0 + row) * ldo + n0 + col))
                     fx.ptr_store(fx.Int32(0), counter)

@@ -15,6 +15,8 @@ Semantics from AMD's CDNA3/CDNA4 ISA guides:
 - ``v_mbcnt_lo_u32_b32 d, mask, s``: ``d = s + popcount(mask & lanes below this one,
   bits 0-31)``; ``v_mbcnt_hi_u32_b32``: the same over bits 32-63.
 - ``s_ff1_i32_b64 d, s``: the index of the lowest set bit of ``s``, or -1.
+- ``s_bcnt1_i32_b64 d, s`` (``_b32``): ``d`` = the number of set bits of ``s``, SCC = ``d``
+  != 0 (an atomic whose value is the same in every lane adds that times the active lanes).
 - ``v_writelane_b32 vd, s, lane``: lane ``lane & 63`` of ``vd`` := ``s``, whatever EXEC.
 
 Workgroups run one after another (:meth:`~.machine.Machine.run`, in the order it is
@@ -143,6 +145,19 @@ def _ff1_b64(ins: Instruction, ctx: DecodeContext) -> Compiled:
     def run(w: Wave) -> None:
         value = ra(w)
         wd(w, ((value & -value).bit_length() - 1) & M32 if value else M32)
+
+    return Compiled(ins, run, codes(a), codes(d))
+
+
+@opcode("s_bcnt1_i32_b64", "s_bcnt1_i32_b32")
+def _bcnt1(ins: Instruction, ctx: DecodeContext) -> Compiled:
+    d, a = operands(ins, 2)
+    ra, wd = sreader(a, ins, 64 if ins.mnemonic.endswith("b64") else 32), swriter(d, ins)
+
+    def run(w: Wave) -> None:
+        count = int(ra(w)).bit_count()
+        wd(w, count)
+        w.scc = int(count != 0)
 
     return Compiled(ins, run, codes(a), codes(d))
 

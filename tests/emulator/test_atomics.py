@@ -125,6 +125,22 @@ def test_ff1_b64_and_writelane():
     assert v[41] == 99 and (np.delete(v, 41) == 5).all()
 
 
+def test_bcnt1_counts_set_bits_and_sets_scc():
+    """What an atomic add of one value from every lane compiles to: one lane adds the
+    value times ``s_bcnt1`` of EXEC."""
+    s = sgprs("""
+        s_mov_b32 s6, 0x8000000F
+        s_mov_b32 s7, 0x00010000
+        s_bcnt1_i32_b64 s8, s[6:7]
+        s_cselect_b32 s9, 1, 2
+        s_bcnt1_i32_b32 s10, s6
+        s_mov_b64 s[6:7], 0
+        s_bcnt1_i32_b64 s11, s[6:7]
+        s_cselect_b32 s12, 1, 2
+        s_bcnt1_i32_b64 s13, exec""")
+    assert (s[8], s[9], s[10], s[11], s[12], s[13]) == (6, 1, 5, 0, 2, 64)
+
+
 def test_atomic_with_a_wrong_operand_count_is_refused():
     with pytest.raises(UnknownOpcode, match="returning atomic"):
         run(_BASE + """
