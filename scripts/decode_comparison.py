@@ -47,10 +47,10 @@ from build_predicted_db import (  # noqa: E402
     reference_problems,
 )
 
-from inductor_flydsl.flydsl_backend.eligibility import (  # noqa: E402
+from inductor_flydsl.flydsl_backend.offering import (  # noqa: E402
     MAX_CANDIDATES,
-    _pruned_configs,
     model_variant,
+    pruned_configs,
 )
 from inductor_flydsl.performance.config_names import config_label  # noqa: E402
 from inductor_flydsl.performance.devices import device_spec  # noqa: E402
@@ -127,7 +127,7 @@ def compare(repo: AiterGit, out: Path, timing: str) -> list[dict[str, object]]:
         amd = predict(amd_profile, GemmShape(m, n, k), device, timing=timing)
         problem = synthetic_problem("mm", m, n, k, dtype="bfloat16", layout="nt")
         template, op, dtype, layout = model_variant(problem)
-        ranked = rank(_pruned_configs(problem, ARCH, limit=MAX_CANDIDATES),
+        ranked = rank(pruned_configs(problem, ARCH, limit=MAX_CANDIDATES),
                       model_shape(problem), arch=ARCH, template=template, op=op,
                       dtype=dtype, layout=layout, device=device, timing=timing)
         ours = next(r for r in ranked if r.prediction is not None)

@@ -635,12 +635,12 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
     import torch
 
     from inductor_flydsl.emulator.mx import make_mx_operands
-    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
     from inductor_flydsl.flydsl_backend.mx_eligibility import (
         alias_variant,
         parse_mx_dtype,
         synthetic_mx_problem,
     )
+    from inductor_flydsl.flydsl_backend.offering import candidate_configs
     from inductor_flydsl.numerics.mx import check_mx
     from inductor_flydsl.template_loader import load_template
 

@@ -15,12 +15,13 @@ from ..db.queries import (
     describe_winner,
     epilogue_decisions,
 )
-from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, config_fields, explain
+from ..flydsl_backend.eligibility import SUPPORTED_ARCHS
 from ..priors import describe_record_line
 from ..problems.buckets import dynamic_m_problem
 from ..problems.problem import synthetic_problem
 from ..settings import settings_from_env
 from .arguments import BadArgument, gemm_dtype, parse_choice, parse_gemm_shape, parse_layout
+from .explanation import config_fields, explain
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("explain",)

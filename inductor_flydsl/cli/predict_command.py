@@ -187,7 +187,8 @@ def _check_tile_against_isa(args: argparse.Namespace, text: str, arch: str,
 
 
 def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
-    from ..flydsl_backend.eligibility import model_variant, problem_reasons
+    from ..flydsl_backend.eligibility import problem_reasons
+    from ..flydsl_backend.offering import model_variant
     from ..performance.ranking import rank
     from ..performance.traffic import model_shape
     from ..problems.problem import synthetic_problem
@@ -223,9 +224,9 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
         if reasons:
             raise BadArgument("--shape", args.shape, "FlyDSL cannot take this problem: "
                                                      + "; ".join(reasons))
-        from ..flydsl_backend.eligibility import MAX_CANDIDATES, _pruned_configs
+        from ..flydsl_backend.offering import MAX_CANDIDATES, pruned_configs
 
-        configs = _pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
+        configs = pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
     shape = model_shape(problem)
     ranked = rank(configs, shape, arch=device.arch, template=template, op=kernel_op,
                   dtype=dtype_name, layout=layout, device=device, timing=args.timing)
@@ -254,7 +255,7 @@ def _offered_status(problem: Any, arch: str) -> dict[str, str]:
     """What a compile on ``arch`` does with each config (``offered_configs``): benchmarked
     with no record (the model's top-k, or every offered config without preselection),
     offered only so that a record of it is served, or not offered."""
-    from ..flydsl_backend.eligibility import offered_configs
+    from ..flydsl_backend.offering import offered_configs
 
     configs, k = offered_configs(problem, arch)
     return {config_key(c.to_json()): BENCHMARKED if not k or i < k else RECORD_ONLY

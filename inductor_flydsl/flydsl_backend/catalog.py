@@ -147,7 +147,7 @@ class JobResult:
 # ---------------------------------------------------------------------------
 
 
-def candidate_configs(search_space: str, template: str = TEMPLATE) -> list[Any]:
+def search_space_configs(search_space: str, template: str = TEMPLATE) -> list[Any]:
     """The search space's configs before the resource model (which is per arch)."""
     space = search_space.upper()
     if template == MX_TEMPLATE:
@@ -191,7 +191,7 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
             raise ValueError(f"unknown arch {arch!r}; use {', '.join(tpl.ARCHS)}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
-    space = candidate_configs(search_space, template)
+    space = search_space_configs(search_space, template)
     sampled = not (full or dtypes or layouts or ops)
     dt = _axis(dtypes, tpl.DTYPES, main[0], full or sampled, "dtype")
     la = _axis(layouts, tpl.LAYOUTS, main[1], full or sampled, "layout")

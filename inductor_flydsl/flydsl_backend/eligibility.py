@@ -1,15 +1,16 @@
 """Can FlyDSL serve a GEMM? Checked before any candidate is created.
 
-Two layers, each returning every reason it says no (an empty list means yes):
+Each check returns every reason it says no (an empty list means yes):
 
 - :func:`runtime_reasons`: a ROCm build of torch, a GPU whose arch the templates target,
   the flydsl package importable and the ROCm 7 HIP runtime loadable. Nothing is launched
   to find out (FlyDSL aborts the process when it launches without ROCm 7).
+- :func:`arch_reasons`: a compile target the templates support.
 - :func:`problem_reasons`: op, dtypes, dynamic shapes (:func:`dynamic_reasons`),
   layouts, alignment and the divisibility the template needs
   (``gemm_dense.divisibility_requirements``).
 
-:func:`explain` combines them with the configs that would be tried.
+Which configs an eligible problem is offered is ``offering.py``'s job.
 """
 
 from __future__ import annotations
@@ -18,45 +19,20 @@ import ctypes
 import dataclasses
 import functools
 import importlib.util
-import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from .. import settings
-from ..performance.ranking import RankedConfig, preselect, rank, stored_first, top_k
-from ..performance.short_lists import shipped_short_list
-from ..performance.traffic import model_shape
 from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
-from .configs import (
-    DEFAULT_GROUPED,
-    GemmConfig,
-    default_configs,
-    exhaustive,
-    fits,
-    prune_for_shape,
-)
-from .mx_eligibility import MX_OP, mx_candidate_configs, mx_problem_reasons
+from .configs import DEFAULT_GROUPED, GemmConfig
+from .mx_eligibility import MX_OP, mx_problem_reasons
 
-log = logging.getLogger("inductor_flydsl")
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
 SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 GROUPED_OP = "grouped_mm"
 HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
-CONFIGS_PER_PROBLEM = settings.CANDIDATES.default
-ENV_CANDIDATES = settings.CANDIDATES.name
-MAX_CANDIDATES = settings.MAX_CANDIDATES
-
-
-def configs_per_problem() -> int:
-    """How many FlyDSL configs a GEMM shape gets (``INDUCTOR_FLYDSL_CANDIDATES``, 1 to
-    64; default 12): more can find a faster kernel, each costs a build and a benchmark.
-    A bad value is logged and the default used (it must never fail a compile)."""
-    return settings.CANDIDATES.value()
 
 
 @functools.cache
@@ -91,10 +67,7 @@ def runtime_reasons(device: Any = None) -> list[str]:
         else:
             from ..provenance.device import rocm_arch
 
-            arch = rocm_arch(dev)
-            if arch not in SUPPORTED_ARCHS:
-                reasons.append(f"arch {arch} is not supported (supported: "
-                               f"{', '.join(SUPPORTED_ARCHS)})")
+            reasons += arch_reasons(rocm_arch(dev))
     if not flydsl_installed():
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
@@ -132,6 +105,13 @@ def hip_major(version: str) -> int:
         return int(str(version).split(".", 1)[0])
     except ValueError:
         return 0
+
+
+def arch_reasons(arch: str) -> list[str]:
+    """Why the templates cannot be compiled for ``arch`` (empty: they can)."""
+    if arch in SUPPORTED_ARCHS:
+        return []
+    return [f"arch {arch} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})"]
 
 
 def _layout_letter(t: TensorSpec) -> str | None:
@@ -315,190 +295,3 @@ def grouped_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = ()) 
             reasons.append(f"input {i} starts {offset} elements into its storage: not "
                            f"{req['base_align_bytes']}-byte aligned")
     return reasons
-
-
-def grouped_candidate_configs(problem: Problem, arch: str, *,
-                              limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
-    """The grouped DEFAULT configs that fit ``arch``, pruned for the average group's rows
-    (T / G: Inductor benchmarks near-uniform groups) as a dense problem of that M."""
-    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
-    space = [c for c in DEFAULT_GROUPED if fits(c, arch, dtype)]
-    t, n, k = problem.mnk
-    rows = max(1, -(-t // max(problem.groups, 1)))
-    return prune_for_shape(space, rows, n, k, op="bmm", limit=limit)
-
-
-def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-                      accept: Callable[[Any], bool] | None = None) -> list[Any]:
-    """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, best first
-    (a grouped GEMM: from the grouped DEFAULT list, whatever the search space): see
-    :func:`offered_configs`."""
-    return offered_configs(problem, arch, search_space=search_space, limit=limit,
-                           epilogue=epilogue, accept=accept)[0]
-
-
-def offered_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                    limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-                    accept: Callable[[Any], bool] | None = None) -> tuple[list[Any], int]:
-    """``(configs, k)``: the configs offered as candidates and how many of them, first in
-    the list, the performance model preselects (0: no preselection).
-
-    The candidates are the model's ``INDUCTOR_FLYDSL_TOP_K`` best, then the rest of the
-    pruned list (``INDUCTOR_FLYDSL_CANDIDATES``, ``prune_for_shape``'s order), so a record
-    made before the model, or with top-k off, still finds every candidate it measured. With
-    no record, only the ``k`` first are benchmarked (``inductor/lookup.py``); the others
-    only when a record serves them. ``accept`` (a config's own constraint, e.g. an
-    epilogue's) applies before the preselection."""
-    pruned = [c for c in _pruned_configs(problem, arch, search_space=search_space,
-                                         limit=limit) if accept is None or accept(c)]
-    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit,
-                               epilogue=epilogue, accept=accept)
-    if ranked is None:
-        return pruned, 0
-    best = preselect(ranked, min(top_k(), limit))
-    return best + [c for c in pruned if c not in best], len(best)
-
-
-def _pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                    limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
-    """The eligible configs of the search space, at most ``limit``, in the pruned order
-    (``configs.prune_for_shape``): no performance model."""
-    if problem.op == GROUPED_OP:
-        return grouped_candidate_configs(problem, arch, limit=limit)
-    if problem.op == MX_OP:
-        return mx_candidate_configs(problem, arch, limit=limit)
-    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
-    space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
-        default_configs(arch, dtype)
-    if problem.dynamic:  # no split-K: its workspace grows with an M no check bounds
-        space = [c for c in space if c.split_k == 1]
-    m, n, k = problem.mnk
-    if search_space.upper() == "EXHAUSTIVE":
-        limit = max(limit, 64)
-    return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
-
-
-def model_variant(problem: Problem) -> tuple[str, str, str, str]:
-    """(template, op, dtype, layout) of the catalog rows that describe ``problem``'s
-    kernels."""
-    if problem.op == MX_OP:
-        from .mx_eligibility import variant_dtype
-
-        return "gemm_mx", "mm", variant_dtype(problem), "nt"
-    dtype = TORCH_TO_TEMPLATE_DTYPE.get(problem.dtype, "bf16")
-    layout = problem.layout if "-" not in problem.layout else "nt"
-    if problem.op == GROUPED_OP:
-        return "gemm_grouped", GROUPED_OP, dtype, layout
-    return "gemm_dense", problem.op, dtype, layout
-
-
-def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-                      accept: Callable[[Any], bool] | None = None
-                      ) -> list[RankedConfig] | None:
-    """Every eligible config of the DEFAULT search space, fastest predicted first (see
-    ``performance/ranking.py``); None when there is no preselection: top-k is 0, the
-    search space is EXHAUSTIVE (every config is tried), the catalog has no figure of any
-    of them, or the model fails."""
-    if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
-        return None
-    eligible = [c for c in _pruned_configs(problem, arch, search_space="DEFAULT",
-                                           limit=MAX_CANDIDATES)
-                if accept is None or accept(c)]
-    template, op, dtype, layout = model_variant(problem)
-    try:
-        ranked = rank(eligible, model_shape(problem, epilogue), arch=arch, template=template,
-                      op=op, dtype=dtype, layout=layout)
-        if not any(r.prediction is not None for r in ranked):
-            return None  # no catalog figures: no basis to preselect on
-        # the shipped lists rank the plain GEMM: a fused epilogue's traffic is ranked here
-        stored = [] if epilogue is not None else shipped_short_list(problem.id, arch)
-        return stored_first(ranked, stored) if stored else ranked
-    except Exception as exc:  # the model must never cost a compile its FlyDSL choices
-        log.warning("inductor_flydsl: performance model failed for %s (%s: %s); offering "
-                    "the pruned configs", problem.summary(), type(exc).__name__, exc)
-        return None
-
-
-@dataclass
-class Explanation:
-    op: str
-    problem: str
-    arch: str
-    eligible: bool
-    reasons: list[str] = field(default_factory=list)
-    configs: list[dict[str, int]] = field(default_factory=list)
-    search_space: str = "DEFAULT"
-    # with predictions in ``configs``: what they are (never measurements)
-    model: dict[str, str] | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-PREDICTION_KEYS = ("predicted_us", "tflops", "roofline_share", "bound", "offered",
-                   "figures_from", "short_list")
-
-
-def config_fields(entry: dict[str, Any]) -> dict[str, int]:
-    """An explained config without its prediction: the template config itself."""
-    return {k: v for k, v in entry.items() if k not in PREDICTION_KEYS}
-
-
-def _explained_configs(problem: Problem, arch: str, search_space: str) -> list[dict[str, Any]]:
-    """The configs a compile offers, in its order (:func:`offered_configs`): with the
-    performance model, each with its prediction and ``offered`` (True: benchmarked when no
-    record exists; False: offered only so that a record of it is served); without it, the
-    pruned configs."""
-    from ..performance.config_names import config_key
-
-    limit = configs_per_problem()
-    configs, k = offered_configs(problem, arch, search_space=search_space, limit=limit)
-    ranked = ranked_candidates(problem, arch, search_space=search_space, limit=limit) \
-        if k else None
-    if not ranked:
-        return [c.to_json() for c in configs]
-    by_key = {config_key(r.config.to_json()): r for r in ranked}
-    out = []
-    for index, config in enumerate(configs):
-        row: dict[str, Any] = config.to_json()
-        entry = by_key.get(config_key(row))
-        p = entry.prediction if entry is not None else None
-        row.update({"predicted_us": round(p.us, 2) if p else None,
-                    "tflops": round(p.tflops, 1) if p else None,
-                    "roofline_share": round(p.roofline_share, 2) if p else None,
-                    "bound": p.bound if p else None,
-                    "offered": index < k})
-        if entry is not None and entry.borrowed_from:
-            row["figures_from"] = entry.borrowed_from
-        if entry is not None and entry.stored:
-            row["short_list"] = "shipped, predicted"
-        out.append(row)
-    return out
-
-
-def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-            check_runtime: bool = False) -> Explanation:
-    reasons = runtime_reasons() if check_runtime else []
-    if arch not in SUPPORTED_ARCHS:
-        reasons.append(f"arch {arch} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
-    reasons += problem_reasons(problem, arch=arch)
-    configs = []
-    if not reasons:
-        configs = _explained_configs(problem, arch, search_space)
-        if not configs:
-            reasons.append("no config of the search space fits this shape "
-                           "(K must be a multiple of a tile_k that is <= K)")
-    model = None
-    if any("predicted_us" in c for c in configs):
-        from ..performance.ranking import device_for
-
-        model = {"kind": "predicted", "device": device_for(arch).name,
-                 "order": "the model's top-k (fastest predicted first), then the rest of "
-                 "the pruned list", "offered": "True: benchmarked when no "
-                 "record exists (top-k); False: offered only so that a record of it is "
-                 "served", "doc": "docs/performance-model.md"}
-    return Explanation(op=problem.op, problem=problem.summary(), arch=arch,
-                       eligible=not reasons, reasons=reasons, configs=configs,
-                       search_space=search_space.upper(), model=model)

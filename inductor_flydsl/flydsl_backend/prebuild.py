@@ -65,7 +65,7 @@ def cpu_share() -> int:
 
 def default_build_workers() -> int:
     """:func:`cpu_share`, and no more than the candidates of one shape."""
-    from .eligibility import configs_per_problem
+    from .offering import configs_per_problem
 
     return max(1, min(cpu_share(), configs_per_problem()))
 

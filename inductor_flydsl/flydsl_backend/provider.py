@@ -20,12 +20,11 @@ from ..inductor.ir_problem import problem_from_ir
 from .eligibility import (
     SUPPORTED_OPS,
     TORCH_TO_TEMPLATE_DTYPE,
-    configs_per_problem,
-    offered_configs,
     problem_reasons,
     runtime_reasons,
 )
 from .mx_eligibility import variant_dtype as mx_variant_dtype
+from .offering import configs_per_problem, offered_configs
 
 log = logging.getLogger("inductor_flydsl")
 BACKEND_TOKEN = "FLYDSL"

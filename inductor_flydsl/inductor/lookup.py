@@ -65,7 +65,7 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
 
 def preselected(choices: list[Any], recorded: frozenset[str] = frozenset()) -> list[Any]:
     """``choices`` without the plugin candidates the performance model leaves out (top-k
-    preselection, ``flydsl_backend/eligibility.offered_configs``) and no record serves
+    preselection, ``flydsl_backend/offering.offered_configs``) and no record serves
     (``recorded``: candidate ids of the record being served): those are never built or
     benchmarked. Inductor's own choices always stay."""
     kept = []

@@ -205,7 +205,7 @@ def test_builds_use_the_callers_flydsl_settings_made_after_the_pool_started(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """prebuild.py's pool is started (and its workers forked) before the cache dir is
     set; the builds still land in that dir, since each run carries the settings."""
-    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.flydsl_backend.offering import candidate_configs
     from inductor_flydsl.problems.problem import synthetic_problem
 
     monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "2")

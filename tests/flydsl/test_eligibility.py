@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.eligibility import explain, problem_reasons
+from inductor_flydsl.cli.explanation import explain
+from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
 from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_SUITE
 from inductor_flydsl.problems.problem import Problem, TensorSpec, synthetic_problem
 
@@ -159,7 +160,7 @@ def test_dynamic_m_only_is_eligible_for_mm_and_addmm() -> None:
 
 
 def test_candidates_per_shape_setting(monkeypatch, caplog) -> None:
-    from inductor_flydsl.flydsl_backend.eligibility import (
+    from inductor_flydsl.flydsl_backend.offering import (
         CONFIGS_PER_PROBLEM,
         ENV_CANDIDATES,
         configs_per_problem,

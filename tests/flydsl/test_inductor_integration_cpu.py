@@ -267,7 +267,7 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     processes into FlyDSL's disk cache before Inductor benchmarks them. One build aborts
     its worker (tests/faults/builds.py): only that candidate is failed with the crash; the
     others are built (one cache entry each) and then refused at launch (no ROCm here)."""
-    from inductor_flydsl.flydsl_backend.eligibility import offered_configs
+    from inductor_flydsl.flydsl_backend.offering import offered_configs
     from inductor_flydsl.problems.keys import stable_id
     from inductor_flydsl.problems.problem import synthetic_problem
 

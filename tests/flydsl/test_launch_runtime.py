@@ -238,7 +238,7 @@ def test_split_k_workspace_is_counted() -> None:
 def test_dynamic_m_is_offered_no_split_k() -> None:
     import dataclasses
 
-    from inductor_flydsl.flydsl_backend.eligibility import candidate_configs
+    from inductor_flydsl.flydsl_backend.offering import candidate_configs
     from inductor_flydsl.problems.problem import synthetic_problem
 
     static = synthetic_problem("mm", 16, 4096, 8192, dtype="bfloat16", layout="nt")

@@ -11,12 +11,14 @@ import sys
 import pytest
 import torch
 
-from inductor_flydsl.flydsl_backend.eligibility import candidate_configs, explain, problem_reasons
+from inductor_flydsl.cli.explanation import explain
+from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
 from inductor_flydsl.flydsl_backend.mx_eligibility import (
     is_mx,
     synthetic_mx_problem,
     variant_dtype,
 )
+from inductor_flydsl.flydsl_backend.offering import candidate_configs
 from inductor_flydsl.problems.problem import TensorSpec
 
 FP8 = ("float8_e4m3fn", "float8_e4m3fn")

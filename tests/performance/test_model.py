@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from inductor_flydsl.cli.explanation import config_fields, explain
 from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
-from inductor_flydsl.flydsl_backend.eligibility import (
+from inductor_flydsl.flydsl_backend.offering import (
     candidate_configs,
-    config_fields,
-    explain,
     offered_configs,
     ranked_candidates,
 )
