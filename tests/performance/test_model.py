@@ -143,14 +143,14 @@ def test_split_k_pays_for_its_partials() -> None:
     shape = GemmShape(16, 4096, 8192)
     p4 = predict(four, shape, MI355X)
     assert p4.parts["reduce_us"] > 0 and p4.parts["launch_us"] == pytest.approx(
-        3 * MI355X.launch_cost_us("graph"))  # the kernel, torch.sum and the copy to bf16
+        3 * MI355X.launch_cost_us("graph"), abs=1e-3)  # the kernel, torch.sum, the copy
     assert predict(four, shape, MI355X, "eager").parts["launch_us"] == pytest.approx(
         3 * MI355X.launch_us)
     p1 = predict(one, shape, MI355X)
     assert p1.parts["reduce_us"] == 0 and p1.parts["k_steps"] == 4 * p4.parts["k_steps"]
     atomic = KernelProfile(**{**four.to_json(), "split_k_reduction": "atomic"})
     assert predict(atomic, shape, MI355X).parts["launch_us"] == pytest.approx(
-        MI355X.launch_cost_us("graph"))
+        MI355X.launch_cost_us("graph"), abs=1e-3)  # parts are rounded to 1e-3
     # the in-launch reductions pay their round trips instead of two kernels
     counter = KernelProfile(**{**four.to_json(), "split_k_reduction": "counter"})
     pa, pc = predict(atomic, shape, MI355X), predict(counter, shape, MI355X)
