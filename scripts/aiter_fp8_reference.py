@@ -28,7 +28,7 @@ AMD's code is imported at run time from the user's own clone (``--aiter-git``), 
 copied into this project or onto disk. Run from the repository root::
 
     python scripts/aiter_fp8_reference.py manifest --aiter-git AITER_GIT --out OUT \\
-        --max-configs 24
+        --max-configs 102   # every config without async copy at the reference commit
     python scripts/validate_performance_model.py --manifest OUT/manifest.json
 """
 
