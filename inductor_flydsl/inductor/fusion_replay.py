@@ -7,8 +7,9 @@ epilogue ``node2`` fused and benchmarks it, benchmarks the epilogue kernel alone
 when ``fused < GEMM-only winner + epilogue``. Serving the GEMM-only timings does not reach
 that step, so a warm compile still compiled and benchmarked there (issue 33, point 2).
 
-This module wraps that one scheduler method (no extension point offers the decision; the
-class attribute is swapped while the plugin is on, like the selector's class):
+This module wraps that one scheduler method and three it calls (no extension point offers
+the decision; the class attributes are swapped through ``patches.py`` while the plugin is
+on, like the selector's class):
 
 - **Record.** With no record of the attempt, Inductor's own method runs unchanged; what
   it did and measured is captured (the templates it compiled fused, each one's time from
@@ -47,7 +48,7 @@ from typing import Any
 from ..db.store import EpilogueDecision
 from ..problems.keys import stable_id
 from ..provenance.software import current_software
-from . import epilogues, internals, plugin_state
+from . import epilogues, internals, patches, plugin_state
 from .candidates import backend_of, candidate_id
 
 KIND = "fusion_benchmark"
@@ -299,11 +300,8 @@ def _record(attempt: FusionAttempt, capture: _Capture, fused: bool) -> None:
 
 
 # ---- the wrapped scheduler methods -------------------------------------------------------------
-_originals: dict[str, Any] = {}
-
-
 def _original(name: str) -> Callable[..., Any]:
-    return _originals[name]
+    return patches.original(_OWNER[name], name)
 
 
 def _lookup(attempt: FusionAttempt) -> dict[str, Any] | None:
@@ -424,28 +422,23 @@ _WRAPPED = {
 }
 
 
+_OWNER = {name: owner for owner, name in _WRAPPED}
+
+
 def install() -> None:
-    """Swap the wrapped methods in (once per process; they pass through while the plugin
-    is off)."""
+    """Swap the wrapped methods in (``patches.py``; each ``enable``, undone by
+    :func:`uninstall` at ``disable``). While they are in but the plugin is off, they pass
+    through to Inductor's own."""
     for (owner, name), wrapper in _WRAPPED.items():
-        cls = getattr(internals, owner)
-        current = cls.__dict__.get(name)
-        if current is wrapper or current is None:  # installed, or not Inductor's own here
-            continue
-        _originals[name] = current
-        wrapper.__wrapped__ = current  # type: ignore[attr-defined]  # internals reads its source
-        setattr(cls, name, wrapper)
+        patches.apply(owner, name, wrapper)
 
 
 def installed() -> bool:
     """Whether the wrapped methods are in place."""
-    return all(getattr(internals, owner).__dict__.get(name) is wrapper
-               for (owner, name), wrapper in _WRAPPED.items())
+    return all(patches.is_applied(owner, name) for owner, name in _WRAPPED)
 
 
 def uninstall() -> None:
     """Put Inductor's own methods back."""
-    for (owner, name), wrapper in _WRAPPED.items():
-        cls = getattr(internals, owner)
-        if cls.__dict__.get(name) is wrapper and name in _originals:
-            setattr(cls, name, _originals[name])
+    for owner, name in _WRAPPED:
+        patches.restore(owner, name)

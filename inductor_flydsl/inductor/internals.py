@@ -25,8 +25,15 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
   class (``torch/_inductor/lookup_table``) is the documented place for a database source,
   but it narrows the choices to the table's configs instead of serving timings, which is
   what made the served kernel differ from Inductor's own pick (issue 26), so it is not
-  used. The rest are read-only helpers (IR classes, size hints, the benchmarker, counters,
-  the sweep worker's CPU set-up).
+  used;
+- internals replaced for a while, for want of an extension point: four methods of the
+  scheduler's deferred epilogue-fusion decision (``fusion_replay.py``, while the plugin is
+  on) and two functions of the sweep worker's CPU set-up (``sweep/warm_up.py``, until its
+  end). Each is declared in the sibling ``patches.py`` (``PATCHES``), installed and put
+  back only through it; :func:`problems` checks the declared attributes too.
+
+The rest are read, never changed: IR classes, size hints, counters, the benchmarker and
+the CPU vector-ISA module (apart from the patches above), the code caches.
 """
 
 from __future__ import annotations
@@ -164,10 +171,12 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("compile_fx", "torch._inductor", "compile_fx",
              "imported ahead by a sweep worker (warm-up)"),
     Internal("benchmarker", "torch._inductor.runtime.benchmarking", "benchmarker",
-             "Inductor's benchmarker (the sweep worker wraps benchmark_cpu)",
+             "Inductor's benchmarker (the sweep worker's warm-up wraps benchmark_cpu until "
+             "its end: patches.py)",
              members=("benchmark_cpu",)),
     Internal("cpu_vec_isa", "torch._inductor", "cpu_vec_isa",
-             "the CPU vector ISA a sweep worker compiles for",
+             "the CPU vector ISA a sweep worker compiles for (its warm-up replaces "
+             "valid_vec_isa_list until its end: patches.py)",
              members=("valid_vec_isa_list", "x86_isa_checker", "supported_vec_isa_list",
                       "pick_vec_isa")),
     Internal("is_mkldnn_bf16_supported", "torch._inductor.utils", "is_mkldnn_bf16_supported",
@@ -399,13 +408,16 @@ def _check_call_shapes() -> list[str]:
 
 def problems() -> list[str]:
     """What no longer holds in the installed torch, one line each (empty: all holds):
-    names, parameters, config keys, the selector's registries, and the call shapes the
-    plugin relies on (``CALL_SHAPES``, the feedback saver's arguments)."""
+    names, parameters, config keys, the selector's registries, the call shapes the
+    plugin relies on (``CALL_SHAPES``, the feedback saver's arguments) and the attributes
+    it replaces for a while (``patches.PATCHES``)."""
+    from . import patches
+
     found: list[str] = []
     for entry in INTERNALS:
         found += _check(entry)
     return (found + _check_config() + _check_selector() + _check_call_shapes()
-            + _check_timing_shapes())
+            + _check_timing_shapes() + patches.problems())
 
 
 def swap_selector_class(cache: Any, plugin_class: type) -> type:

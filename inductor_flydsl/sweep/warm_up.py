@@ -5,7 +5,8 @@ On CPU: Inductor's vector-ISA pick, probing only the ISA it picks
 (:func:`_first_valid_isa_only`), and its precompiled C++ header, built in threads; its
 CPU benchmarker waits for the probe and stops the header's compilers while it times
 (:func:`_background_quiet`). On every device: Inductor's compile stack and the plugin's
-hooks imported ahead.
+hooks imported ahead. Both replacements are declared in ``inductor/patches.py`` and put
+back by :func:`finish`, at the worker's end.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ def _first_valid_isa_only() -> None:
     import functools
     import platform
 
-    from ..inductor import internals
+    from ..inductor import internals, patches
 
     inductor_config, cpu_vec_isa = internals.config, internals.cpu_vec_isa
-    original = cpu_vec_isa.valid_vec_isa_list
-    if getattr(original, "first_valid_only", False):
+    if patches.is_applied("cpu_vec_isa", "valid_vec_isa_list"):
         return
     if sys.platform != "linux" or platform.machine() != "x86_64":
         return
+    original = cpu_vec_isa.valid_vec_isa_list
 
     @functools.cache
     def first_valid() -> list[Any]:
@@ -51,9 +52,8 @@ def _first_valid_isa_only() -> None:
             return original()
         return first_valid()
 
-    valid_vec_isa_list.first_valid_only = True  # type: ignore[attr-defined]
     valid_vec_isa_list.cache_clear = first_valid.cache_clear  # type: ignore[attr-defined]
-    cpu_vec_isa.valid_vec_isa_list = valid_vec_isa_list
+    patches.apply("cpu_vec_isa", "valid_vec_isa_list", valid_vec_isa_list)
 
 
 _background: list[Any] = []  # warm-up threads a benchmark must wait for
@@ -137,23 +137,23 @@ def _gate_cpu_benchmarks() -> bool:
     while it times a candidate (:func:`_background_quiet`: a g++ on the other core would
     disturb the timings); False when it cannot be wrapped here (then the caller waits for
     the background work up front)."""
-    from ..inductor import internals
+    from ..inductor import internals, patches
 
+    if patches.is_applied("benchmarker", "benchmark_cpu"):
+        return True
     try:
         benchmarker = internals.benchmarker
     except (ImportError, AttributeError):
         return False
     original = getattr(benchmarker, "benchmark_cpu", None)
-    if not callable(original) or getattr(original, "quiets_warm_up", False):
-        return callable(original)
+    if not callable(original):
+        return False
 
     def benchmark_cpu(*args: Any, **kwargs: Any) -> Any:
         with _background_quiet():
             return original(*args, **kwargs)
 
-    benchmark_cpu.quiets_warm_up = True  # type: ignore[attr-defined]
-    benchmarker.benchmark_cpu = benchmark_cpu
-    return True
+    return patches.apply("benchmarker", "benchmark_cpu", benchmark_cpu) is not None
 
 
 def _in_background(step: Any, *, pausable: bool = False) -> None:
@@ -199,3 +199,15 @@ def warm_up(device: str) -> None:
     from inductor_flydsl.inductor import internals
 
     internals.compile_fx  # noqa: B018 (imports Inductor's compile stack ahead)
+
+
+def finish() -> list[str]:
+    """The warm-up's end (the worker's last batch done): wait for its background work,
+    then put back what it replaced (Inductor's ``benchmark_cpu`` and
+    ``valid_vec_isa_list``, ``inductor/patches.py``). Returns what was put back."""
+    from ..inductor import patches
+
+    _wait_for_background()
+    while _pausable:
+        _pausable.pop().join()
+    return patches.restore_all(patches.WARM_UP)

@@ -47,6 +47,7 @@ from typing import Any
 from .. import settings
 from ..timing.timing_modes import GPU_TIMING_MODES
 from .items import ItemError, SweepItem, always_skipped
+from .warm_up import finish as warm_up_finish
 from .warm_up import warm_up
 
 RESULT_PREFIX = "SWEEP_RESULT "
@@ -357,6 +358,13 @@ def serve(db: str, device: str, backends: str | None) -> int:
     inductor_config.autotune_local_cache = False
     inductor_config.autotune_remote_cache = False
     warm_up(device)
+    try:
+        return _serve_batches(db, device, backends)
+    finally:
+        warm_up_finish()
+
+
+def _serve_batches(db: str, device: str, backends: str | None) -> int:
     sys.stdout.write(BATCH_PREFIX + json.dumps({"ready": True}) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
