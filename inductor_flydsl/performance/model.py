@@ -72,7 +72,6 @@ def _model_version() -> str:
 MODEL_VERSION = _model_version()
 VALU_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD (CDNA3/CDNA4 ISA guides)
 MODEL_CYCLE_CLOCKS = 4  # one cycle of LLVM's AMDGPU scheduling model (llvm-mca) in clocks
-BOUNDS = ("compute", "issue", "latency", "memory", "tail", "launch")
 # What a compile's timings mean (predict --timing): graph, replay or back-to-back launches;
 # eager, one event-timed call after a cache flush
 PREDICTED_TIMINGS = ("graph", "eager")
