@@ -8,10 +8,8 @@ for the rest of the process: the compile always goes on.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +18,7 @@ from ..problems.problem import Problem
 from ..provenance.device import DeviceInfo
 from ..provenance.software import SoftwareInfo
 from ..settings import ENV_DB, ENV_MODE, Mode, Settings
+from ..telemetry.user_warnings import warn_once
 from ..timing.noise import Confidence
 from .open import UnusableDB, is_read_only_place
 from .shipped import shipped_db_paths
@@ -33,35 +32,10 @@ from .store import (
 )
 
 T = TypeVar("T")
-log = logging.getLogger("inductor_flydsl")
 # A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
 # it; after this the write is dropped with one warning and the compile goes on.
 COMPILE_BUSY_TIMEOUT_MS = 5_000
 COMPILE_LOCK_RETRIES = 2
-
-
-class TuningDBWarning(UserWarning):
-    """A tuning DB file could not be used; compilation continues without it."""
-
-
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def warn_once(key: str, message: str) -> None:
-    """One :class:`TuningDBWarning` per problem (``key``) and process, and nothing else:
-    a warning, not a log line, because it is something for the user to fix while the
-    compile goes on, and a warning category is what Python gives users to filter, escalate
-    (``-W error::...TuningDBWarning``) or assert on. Only where warnings are errors (so the
-    warning cannot be shown) does a log line say it instead: the compile must go on."""
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    try:
-        warnings.warn(message, TuningDBWarning, stacklevel=3)
-    except Exception:  # warnings turned into errors (-W error): the log line must do
-        log.warning(message)
 
 
 class LayeredTuningDB:

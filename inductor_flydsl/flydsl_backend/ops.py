@@ -104,7 +104,7 @@ def strict_launches() -> Iterator[None]:
 
 def _fall_back(op: str, config: str, out: torch.Tensor, exc: Exception) -> None:
     """Warn once per (op, config) and process, count and record a run-time fallback."""
-    from ..db.layered import warn_once
+    from ..telemetry.user_warnings import warn_once
 
     reason = f"{type(exc).__name__}: {exc}"
     warn_once(f"runtime:{op}:{config}",

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..db.layered import warn_once
 from ..db.store import STATUS_OK, CandidateResult
 from ..priors import find_prior
 from ..problems import routing
@@ -20,6 +19,7 @@ from ..problems.buckets import bucket_problem, family_id
 from ..problems.problem import InvalidProblem, Problem
 from ..provenance.software import current_software
 from ..telemetry.counters import Decision
+from ..telemetry.user_warnings import warn_once
 from . import plugin_state, serving
 from .candidates import backend_of, candidate_id, config_of
 from .choice_state import state_of

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..db.layered import LayeredTuningDB, warn_once
+from ..db.layered import LayeredTuningDB
 from ..provenance.device import describe_device
 from ..telemetry.counters import PROCESS_STATS
+from ..telemetry.user_warnings import warn_once
 from .choice_provider import ChoiceProvider
 
 log = logging.getLogger("inductor_flydsl")

@@ -39,7 +39,7 @@ import functools
 import logging
 from typing import Any
 
-from ..db.layered import warn_once
+from ..telemetry.user_warnings import warn_once
 from . import plugin_state, user_passes
 from .epilogue_pass import EpilogueFusionPass
 

@@ -15,8 +15,8 @@ import torch._inductor.config as inductor_config
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.db.layered import TuningDBWarning
 from inductor_flydsl.db.store import TuningDB
+from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 
 
 def _good_db(path: Path) -> None:

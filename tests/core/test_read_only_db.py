@@ -31,7 +31,8 @@ FLYDSL = {"template": "gemm_dense", "template_hash": template_source_hash("gemm_
 CHECK = textwrap.dedent("""
     import sys, warnings
     from pathlib import Path
-    from inductor_flydsl.db.layered import LayeredTuningDB, TuningDBWarning
+    from inductor_flydsl.db.layered import LayeredTuningDB
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
     from inductor_flydsl.provenance.device import DeviceInfo
     from inductor_flydsl.problems.problem import synthetic_problem
     from inductor_flydsl.settings import Mode, Settings

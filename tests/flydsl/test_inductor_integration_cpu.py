@@ -153,7 +153,7 @@ def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
     user's forward, computes the call with ATen instead: one warning naming the kernel
     and the reason, the right result, counted and recorded (issue 42: a run-time failure
     never raises in the forward)."""
-    from inductor_flydsl.db.layered import TuningDBWarning
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 
     x = torch.randn(64, 512, dtype=torch.bfloat16)
     b = torch.randn(512, 256, dtype=torch.bfloat16)

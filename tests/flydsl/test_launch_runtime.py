@@ -287,7 +287,7 @@ def test_split_k_keeps_the_full_path(emulated) -> None:
 def test_a_failure_in_the_forward_computes_with_aten(recorded, hip) -> None:
     """Outside Inductor's benchmark, a launch that fails is computed with ATen, with one
     warning (naming the kernel and the HIP error) per kernel, and never raises."""
-    from inductor_flydsl.db.layered import TuningDBWarning
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 
     config = gemm.GemmConfig(tile_m=16, tile_n=64, tile_k=128, waves_m=1, waves_n=1,
                              stages=2, group_m=1)

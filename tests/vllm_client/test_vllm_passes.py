@@ -62,9 +62,9 @@ def test_register_without_vllm_warns_and_changes_nothing(
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
-    from inductor_flydsl.db import layered
+    from inductor_flydsl.telemetry import user_warnings
 
-    monkeypatch.setattr(layered, "_warned", set())
+    monkeypatch.setattr(user_warnings, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         vllm_passes.register()
