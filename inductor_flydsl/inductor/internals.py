@@ -29,8 +29,8 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
 - internals replaced for a while, for want of an extension point: four methods of the
   scheduler's deferred epilogue-fusion decision (``fusion_replay.py``, while the plugin is
   on) and two functions of the sweep worker's CPU set-up (``sweep/warm_up.py``, until its
-  end). Each is declared in the sibling ``patches.py`` (``PATCHES``), installed and put
-  back only through it; :func:`problems` checks the declared attributes too.
+  end). Each is declared in :data:`PATCHES` and installed and put back only through the
+  sibling ``patches.py``; :func:`problems` checks the declared attributes too.
 
 The rest are read, never changed: IR classes, size hints, counters, the benchmarker and
 the CPU vector-ISA module (apart from the patches above), the code caches.
@@ -172,11 +172,11 @@ INTERNALS: tuple[Internal, ...] = (
              "imported ahead by a sweep worker (warm-up)"),
     Internal("benchmarker", "torch._inductor.runtime.benchmarking", "benchmarker",
              "Inductor's benchmarker (the sweep worker's warm-up wraps benchmark_cpu until "
-             "its end: patches.py)",
+             "its end: PATCHES)",
              members=("benchmark_cpu",)),
     Internal("cpu_vec_isa", "torch._inductor", "cpu_vec_isa",
              "the CPU vector ISA a sweep worker compiles for (its warm-up replaces "
-             "valid_vec_isa_list until its end: patches.py)",
+             "valid_vec_isa_list until its end: PATCHES)",
              members=("valid_vec_isa_list", "x86_isa_checker", "supported_vec_isa_list",
                       "pick_vec_isa")),
     Internal("is_mkldnn_bf16_supported", "torch._inductor.utils", "is_mkldnn_bf16_supported",
@@ -188,6 +188,40 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("CppPythonBindingsCodeCache", "torch._inductor.codecache",
              "CppPythonBindingsCodeCache", "warms the C++ precompiled header",
              members=("load_pybinding",)),
+)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """``internals.<owner>.<attr>`` replaced for a while by ``by`` (``patches.py`` applies
+    and restores it)."""
+
+    owner: str  # an INTERNALS entry: a class, an object or a module of torch
+    attr: str
+    by: str  # the package's module that installs it
+    use: str  # what the replacement does
+    until: str  # when the original is put back
+
+
+FUSION_REPLAY = "inductor.fusion_replay"
+WARM_UP = "sweep.warm_up"
+_WHILE_ON = "inductor_flydsl.disable()"
+_WARM_UP_END = "the warm-up's end (warm_up.finish)"
+PATCHES: tuple[Patch, ...] = (
+    Patch("Scheduler", "speedup_by_fusion", FUSION_REPLAY,
+          "replays a deferred GEMM's epilogue-fusion decision from recorded timings, or "
+          "captures Inductor's benchmark of it", _WHILE_ON),
+    Patch("Scheduler", "benchmark_fused_nodes", FUSION_REPLAY,
+          "captures the epilogue kernel's time", _WHILE_ON),
+    Patch("Scheduler", "benchmark_codegened_module", FUSION_REPLAY,
+          "captures each fused template's time", _WHILE_ON),
+    Patch("MultiTemplateBuffer", "swap_as_triton_caller", FUSION_REPLAY,
+          "tells a captured time to its template", _WHILE_ON),
+    Patch("benchmarker", "benchmark_cpu", WARM_UP,
+          "keeps the warm-up's background compiles off the CPUs while Inductor times a "
+          "candidate", _WARM_UP_END),
+    Patch("cpu_vec_isa", "valid_vec_isa_list", WARM_UP,
+          "probes only the vector ISA Inductor picks", _WARM_UP_END),
 )
 
 # Inductor settings the plugin reads or writes (``internals.config.<key>``).
@@ -406,18 +440,33 @@ def _check_call_shapes() -> list[str]:
     return found
 
 
+def _check_patches() -> list[str]:
+    """Each declared patch whose attribute the installed torch no longer has."""
+    found = []
+    for patch in PATCHES:
+        entry = _BY_NAME[patch.owner]
+        try:
+            target = resolve(entry)
+        except (ImportError, AttributeError) as exc:
+            found.append(f"{entry.module}.{entry.attr} is gone ({exc}); patched for: "
+                         f"{patch.use}")
+            continue
+        if not callable(getattr(target, patch.attr, None)):
+            found.append(f"{entry.module}.{entry.attr}.{patch.attr} is gone; patched for: "
+                         f"{patch.use}")
+    return found
+
+
 def problems() -> list[str]:
     """What no longer holds in the installed torch, one line each (empty: all holds):
     names, parameters, config keys, the selector's registries, the call shapes the
     plugin relies on (``CALL_SHAPES``, the feedback saver's arguments) and the attributes
-    it replaces for a while (``patches.PATCHES``)."""
-    from . import patches
-
+    it replaces for a while (:data:`PATCHES`)."""
     found: list[str] = []
     for entry in INTERNALS:
         found += _check(entry)
     return (found + _check_config() + _check_selector() + _check_call_shapes()
-            + _check_timing_shapes() + patches.problems())
+            + _check_timing_shapes() + _check_patches())
 
 
 def swap_selector_class(cache: Any, plugin_class: type) -> type:

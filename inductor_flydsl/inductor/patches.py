@@ -1,14 +1,14 @@
-"""Every replacement of a torch attribute the plugin makes, declared and undone here.
+"""Replacing a torch attribute for a while, and putting it back: the only way the plugin
+does it.
 
 No extension point offers what these do, so the plugin puts its own function in place of
 one of Inductor's for a while: the methods of the deferred epilogue-fusion decision
 (``fusion_replay.py``, while the plugin is on: :func:`inductor_flydsl.disable` puts them
 back) and the persistent sweep worker's CPU set-up (``sweep/warm_up.py``, until the
-warm-up's end, ``warm_up.finish``). :data:`PATCHES` lists each one: what it replaces (an
-``internals`` entry and one of its attributes), who installs it, why, and when it is
-undone. :func:`apply` refuses anything not listed, remembers the original and hands it
-back; :func:`restore` puts it back; :func:`problems` (part of ``internals.problems()``)
-checks that every listed attribute still exists in the installed torch.
+warm-up's end, ``warm_up.finish``). Each is declared in ``internals.PATCHES`` (what it
+replaces, who installs it, why, until when), which ``internals.problems()`` checks per
+torch release. :func:`apply` refuses anything not declared there, remembers the original
+and hands it back; :func:`restore` puts it back.
 
 The selector's class swap (``internals.swap_selector_class``) changes one object's class,
 not an attribute, and is undone by ``disable()`` too. Not a replacement:
@@ -24,39 +24,8 @@ from typing import Any
 
 from . import internals
 
-
-@dataclass(frozen=True)
-class Patch:
-    """``internals.<owner>.<attr>`` replaced by ``by`` (a module of the package)."""
-
-    owner: str  # an ``internals`` entry: a class, an object or a module of torch
-    attr: str
-    by: str
-    use: str  # what the replacement does
-    until: str  # when the original is put back
-
-
-FUSION_REPLAY = "inductor.fusion_replay"
-WARM_UP = "sweep.warm_up"
-_WHILE_ON = "inductor_flydsl.disable()"
-_WARM_UP_END = "the warm-up's end (warm_up.finish)"
-PATCHES: tuple[Patch, ...] = (
-    Patch("Scheduler", "speedup_by_fusion", FUSION_REPLAY,
-          "replays a deferred GEMM's epilogue-fusion decision from recorded timings, or "
-          "captures Inductor's benchmark of it", _WHILE_ON),
-    Patch("Scheduler", "benchmark_fused_nodes", FUSION_REPLAY,
-          "captures the epilogue kernel's time", _WHILE_ON),
-    Patch("Scheduler", "benchmark_codegened_module", FUSION_REPLAY,
-          "captures each fused template's time", _WHILE_ON),
-    Patch("MultiTemplateBuffer", "swap_as_triton_caller", FUSION_REPLAY,
-          "tells a captured time to its template", _WHILE_ON),
-    Patch("benchmarker", "benchmark_cpu", WARM_UP,
-          "keeps the warm-up's background compiles off the CPUs while Inductor times a "
-          "candidate", _WARM_UP_END),
-    Patch("cpu_vec_isa", "valid_vec_isa_list", WARM_UP,
-          "probes only the vector ISA Inductor picks", _WARM_UP_END),
-)
-_DECLARED = {(p.owner, p.attr): p for p in PATCHES}
+_DECLARED = {(p.owner, p.attr): p for p in internals.PATCHES}
+FUSION_REPLAY, WARM_UP = internals.FUSION_REPLAY, internals.WARM_UP
 
 
 @dataclass
@@ -74,12 +43,12 @@ _applied: dict[tuple[str, str], _Applied] = {}
 _originals: dict[tuple[str, str], Any] = {}
 
 
-def declared(owner: str, attr: str) -> Patch:
+def declared(owner: str, attr: str) -> internals.Patch:
     try:
         return _DECLARED[(owner, attr)]
     except KeyError:
-        raise ValueError(f"internals.{owner}.{attr} is not a declared patch: add it to "
-                         "inductor/patches.py's PATCHES") from None
+        raise ValueError(f"{owner}.{attr} is not a declared patch: add it to "
+                         "inductor/internals.py's PATCHES") from None
 
 
 def _own_value(target: Any, attr: str) -> tuple[bool, Any]:
@@ -91,7 +60,7 @@ def _own_value(target: Any, attr: str) -> tuple[bool, Any]:
 
 
 def apply(owner: str, attr: str, replacement: Any) -> Any | None:
-    """Put ``replacement`` in place of ``internals.<owner>.<attr>`` (a declared patch) and
+    """Put ``replacement`` in place of ``<owner>.<attr>`` (a declared patch) and
     return the original; already applied: nothing changes, the original is returned.
     None when there is nothing to replace (a class that does not define the method
     itself, an object without it): nothing is patched."""
@@ -149,25 +118,10 @@ def restore(owner: str, attr: str) -> bool:
 
 def restore_all(by: str) -> list[str]:
     """Restore every patch ``by`` installed; the ones restored, as ``owner.attr``."""
-    return [f"{p.owner}.{p.attr}" for p in PATCHES
+    return [f"{p.owner}.{p.attr}" for p in internals.PATCHES
             if p.by == by and restore(p.owner, p.attr)]
 
 
 def applied() -> list[str]:
     """The patches in place now, as ``owner.attr``."""
     return [f"{owner}.{attr}" for owner, attr in list(_applied) if is_applied(owner, attr)]
-
-
-def problems() -> list[str]:
-    """Each declared patch whose attribute the installed torch no longer has."""
-    found = []
-    for patch in PATCHES:
-        try:
-            target = getattr(internals, patch.owner)
-        except (ImportError, AttributeError) as exc:
-            found.append(f"internals.{patch.owner} is gone ({exc}); patched for: {patch.use}")
-            continue
-        if not callable(getattr(target, patch.attr, None)):
-            found.append(f"{getattr(target, '__name__', patch.owner)}.{patch.attr} is gone; "
-                         f"patched for: {patch.use}")
-    return found

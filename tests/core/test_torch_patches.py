@@ -1,7 +1,8 @@
-"""Every torch attribute the plugin replaces is declared in ``inductor/patches.py`` and
-put back: at ``disable()`` (the fusion-replay methods) and at the sweep warm-up's end
-(``warm_up.finish``: ``benchmark_cpu``, ``valid_vec_isa_list``). Checked on the real
-torch objects, around a real CPU ``torch.compile`` with the plugin on."""
+"""Every torch attribute the plugin replaces is declared in ``internals.PATCHES``,
+applied through ``inductor/patches.py`` and put back: at ``disable()`` (the fusion-replay
+methods) and at the sweep warm-up's end (``warm_up.finish``: ``benchmark_cpu``,
+``valid_vec_isa_list``). Checked on the real torch objects, around a real CPU
+``torch.compile`` with the plugin on."""
 
 from __future__ import annotations
 
@@ -44,9 +45,18 @@ def _changed(before: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def test_every_declared_patch_names_a_torch_attribute_that_exists() -> None:
-    assert patches.problems() == []
+    assert internals._check_patches() == []
     owners = {entry.name for entry in internals.INTERNALS}
-    assert {p.owner for p in patches.PATCHES} <= owners
+    assert {p.owner for p in internals.PATCHES} <= owners
+
+
+def test_a_patch_whose_attribute_is_gone_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(internals, "PATCHES", (internals.Patch(
+        "Scheduler", "no_such_method", "somewhere", "a replacement", "never"),))
+    assert internals._check_patches() == [
+        "torch._inductor.scheduler.Scheduler.no_such_method is gone; patched for: "
+        "a replacement"]
+    assert any("no_such_method is gone" in p for p in internals.problems())
 
 
 def test_an_undeclared_patch_is_refused() -> None:
@@ -64,7 +74,7 @@ def test_disable_puts_back_every_method_enable_replaced(tmp_path: Path) -> None:
     inductor_flydsl.enable(tmp_path / "t.db", "readwrite")
     try:
         assert sorted(patches.applied()) == sorted(
-            f"{p.owner}.{p.attr}" for p in patches.PATCHES if p.by == patches.FUSION_REPLAY)
+            f"{p.owner}.{p.attr}" for p in internals.PATCHES if p.by == internals.FUSION_REPLAY)
         assert vars(internals.Scheduler)["speedup_by_fusion"] is not own["speedup_by_fusion"]
         assert patches.original("Scheduler", "speedup_by_fusion") is own["speedup_by_fusion"]
 
