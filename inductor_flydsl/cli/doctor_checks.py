@@ -16,8 +16,6 @@ from ..db.queries import version_and_winners
 from ..settings import DB, ENV_DB, ENV_MODE, MODE, SHIPPED, Mode, settings_from_env
 from .doctor_settings import settings_in_effect
 
-FLYDSL_TOKEN = "FLYDSL"
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -204,10 +202,11 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     import torch
 
     from ..inductor import internals
+    from ..inductor.gemm_backends import FLYDSL, backend_tokens
 
     config = internals.config
     section = Section("A max-autotune compile here would offer")
-    tokens = {t.strip().upper() for t in str(config.max_autotune_gemm_backends).split(",")}
+    tokens = set(backend_tokens())
     section.add("backends asked for", f"{config.max_autotune_gemm_backends} "
                 "(TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS)")
     gpu = torch.cuda.is_available()
@@ -227,7 +226,7 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     from ..flydsl_backend.provider import inductor_config_reasons
 
     config_reasons = inductor_config_reasons()
-    requested = FLYDSL_TOKEN in tokens
+    requested = FLYDSL in tokens
     from ..flydsl_backend.toolchain import find_ld_lld
 
     lld = [] if find_ld_lld() else ["no AMDGPU-capable ld.lld to link FlyDSL kernels"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..inductor import compile_end, internals
+from ..inductor.gemm_backends import flydsl_requested
 from ..inductor.ir_problem import problem_from_ir
 from .eligibility import (
     SUPPORTED_OPS,
@@ -27,13 +28,11 @@ from .mx_eligibility import variant_dtype as mx_variant_dtype
 from .offering import configs_per_problem, offered_configs
 
 log = logging.getLogger("inductor_flydsl")
-BACKEND_TOKEN = "FLYDSL"
 
 
 def backend_requested() -> bool:
-    config = internals.config
-    tokens = {t.strip().upper() for t in str(config.max_autotune_gemm_backends).split(",")}
-    return BACKEND_TOKEN in tokens
+    """``FLYDSL`` is among Inductor's GEMM backends (``inductor/gemm_backends.py``)."""
+    return flydsl_requested()
 
 
 def inductor_config_reasons() -> list[str]:

@@ -19,6 +19,7 @@ from ..problems.epilogue_spec import EpilogueSpec
 from . import epilogue_pass, internals
 from .epilogue_ops import region_module
 from .epilogue_regions import aten
+from .gemm_backends import without_flydsl
 
 SELECTION_NAME = "gemm_epilogue"
 
@@ -51,10 +52,8 @@ def _selecting(spec: EpilogueSpec, region: str) -> Iterator[None]:
 def _inner_patches() -> dict[str, Any]:
     """Inductor's own settings for compiling the region as a competitor, FlyDSL left out."""
     config = internals.config
-    tokens = [t.strip() for t in str(config.max_autotune_gemm_backends).split(",")
-              if t.strip() and t.strip().upper() != "FLYDSL"]
     return {"max_autotune": config.max_autotune, "max_autotune_gemm": config.max_autotune_gemm,
-            "max_autotune_gemm_backends": ",".join(tokens) or "ATEN",
+            "max_autotune_gemm_backends": without_flydsl(),
             "benchmark_fusion": config.benchmark_fusion,
             "benchmark_epilogue_fusion": config.benchmark_epilogue_fusion}
 
