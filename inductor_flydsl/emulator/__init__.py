@@ -3,7 +3,8 @@ kernels compile to: it runs the final ISA on the CPU, 64 lanes at a time with nu
 
 Entry points: :func:`~.gemm.emulate_gemm` (run a dense GEMM template's ISA on a random
 problem and compare with torch) and :class:`~.machine.Machine` (run any parsed kernel).
-What it proves and what it does not is stated in the README ("ISA emulator").
+What it proves and what it does not: the paragraph of docs/emulator.md that begins "What
+it proves".
 """
 
 from .errors import (

@@ -15,7 +15,8 @@ trace. This project splits what ``flyc.compile`` does in one process across two:
   setting is read from the environment there.
 
 Nothing is pickled: the text is a string. What is used of FlyDSL beyond its public API
-(``CompiledFunction``'s slots, ``CompiledArtifact``'s state, ``_build_call_spec``) is
+(``CompiledFunction``'s slots, ``CompiledArtifact``'s state, ``_build_call_spec``, and
+``JitFunction._trace``, which a test counts) is
 listed in :data:`INTERNALS` and checked by :func:`problems` (in CI,
 ``tests/flydsl/test_launch_runtime.py``), so a FlyDSL upgrade that changes them is
 reported by name.
@@ -37,7 +38,9 @@ INTERNALS: tuple[tuple[str, str, str], ...] = (
      "__setstate__({'ir_text', 'entry'}) rebuilds a kernel from its compiled MLIR text; "
      "_ir_text, _entry, _get_func_exe()"),
     ("flydsl.compiler.jit_function", "JitFunction",
-     "_ensure_sig() and _sig: the launcher's signature"),
+     "_ensure_sig() and _sig: the launcher's signature; _trace: the trace every "
+     "@flyc.jit call runs, which tests/flydsl/test_launch_rocm.py counts to show that a "
+     "warm launch never traces"),
     ("flydsl.compiler.jit_executor", "_resolve_runtime_libs",
      "lru-cached () -> the JIT runtime libraries an execution engine links; it detects the "
      "GPU arch first, by spawning rocm_agent_enumerator (300 s timeout), though the "
@@ -72,7 +75,7 @@ def problems() -> list[str]:
 
         for cls, members in ((CompiledFunction, ("_call_spec", "_backend", "_keepalive")),
                              (CompiledArtifact, ("__setstate__", "_get_func_exe")),
-                             (JitFunction, ("_ensure_sig",))):
+                             (JitFunction, ("_ensure_sig", "_trace"))):
             for member in members:
                 if not hasattr(cls, member):
                     found.append(f"{cls.__module__}.{cls.__name__}.{member} is gone")

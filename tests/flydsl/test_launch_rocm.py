@@ -27,7 +27,7 @@ def test_warm_launches_never_trace_and_are_correct(monkeypatch) -> None:
     text = canonical_json(CONFIG.to_json())
     torch.ops.inductor_flydsl.mm_out(a, b, out=out, config=text)  # built by a worker
     traces = []
-    trace = JitFunction._trace
+    trace = JitFunction._trace  # FlyDSL's private tracer: in flydsl_runtime.INTERNALS
     monkeypatch.setattr(JitFunction, "_trace",
                         lambda self, *x, **k: traces.append(1) or trace(self, *x, **k))
     for _ in range(10):
