@@ -71,19 +71,24 @@ def compile_model_command(args: list[str], env: dict[str, str],
     return [sys.executable, str(COMPILE_MODEL), *args], env
 
 
-def run_for_result(command: list[str], env: dict[str, str], timeout: float,
-                   what: str) -> dict:
-    """Run ``command`` in a fresh process; its ``RESULT <json>`` line (with the process's
-    stderr under ``"stderr"``), or an AssertionError naming ``what`` with its output."""
-    proc = subprocess.run(command, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    for line in proc.stdout.splitlines():
+def result_of(stdout: str, stderr: str, returncode: int | None, what: str) -> dict:
+    """A finished child's ``RESULT <json>`` line (with its stderr under ``"stderr"``), or
+    an AssertionError naming ``what`` with its output."""
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line.removeprefix("RESULT "))
-            result["stderr"] = proc.stderr
+            result["stderr"] = stderr
             return result
-    raise AssertionError(f"{what} failed (exit {proc.returncode}):\n"
-                         f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    raise AssertionError(f"{what} failed (exit {returncode}):\n"
+                         f"{stdout[-2000:]}\n{stderr[-4000:]}")
+
+
+def run_for_result(command: list[str], env: dict[str, str], timeout: float,
+                   what: str) -> dict:
+    """Run ``command`` in a fresh process; its ``RESULT <json>`` line (:func:`result_of`)."""
+    proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    return result_of(proc.stdout, proc.stderr, proc.returncode, what)
 
 
 def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600) -> dict:

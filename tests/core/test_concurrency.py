@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from tests.conftest import compile_model_command, isolated_env, run_compile_model
+from tests.conftest import (
+    compile_model_command,
+    isolated_env,
+    result_of,
+    run_compile_model,
+)
 
 WRITER = r"""
 import json, sys, time, warnings
@@ -79,11 +84,10 @@ def test_four_compiling_processes_share_one_db(tmp_path: Path, shared_builds: Pa
              "--batch", "8"], isolated_env(tmp_path / f"p{i}", shared_builds))
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
-    for proc in procs:
+    for i, proc in enumerate(procs):
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
-        result = json.loads(next(line for line in out.splitlines()
-                                 if line.startswith("RESULT ")).removeprefix("RESULT "))
+        result = result_of(out, err, proc.returncode, f"compile {i}")
         assert result["stats"]["errors"] == 0 and result["stats"]["recorded"] == 2
         assert "could not write" not in err and "locked" not in err
     con = sqlite_utils.Database(db)

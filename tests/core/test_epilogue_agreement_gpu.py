@@ -17,7 +17,6 @@ test_epilogue_agreement_extern.py).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import pytest
 import sqlite_utils
 
 from inductor_flydsl.inductor.fusion_replay import KIND
-from tests.conftest import isolated_env
+from tests.conftest import isolated_env, run_for_result
 
 CHILD = Path(__file__).with_name("epilogue_cases.py")
 GPU_CASES = "linear_relu,linear_gelu,linear_relu_add,bmm_div,bmm_mul_add"
@@ -37,12 +36,9 @@ def _run(mode: str, root: Path, db: Path) -> dict:
             "--device", "cuda", "--cases", GPU_CASES]
     if mode != "off":
         args += ["--plugin", "--db", str(db)]
-    proc = subprocess.run(args, env=isolated_env(out), capture_output=True, text=True,
-                          timeout=1800, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"{mode} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    result = run_for_result(args, isolated_env(out), 1800, f"the {mode} run")
+    del result["stderr"]  # the rest is keyed by case
+    return result
 
 
 def _check(tmp_path: Path) -> None:

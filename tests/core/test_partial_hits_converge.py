@@ -8,15 +8,15 @@ first on PYTHONPATH), real SQLite files."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -43,12 +43,7 @@ def compile_once(db: Path, tmp: Path, shipped_root: Path | None = None) -> dict:
     if shipped_root is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(shipped_root), *filter(None, [os.environ.get("PYTHONPATH")])])
-    proc = subprocess.run([sys.executable, "-c", COMPILE, str(db)], capture_output=True,
-                          text=True, check=False, env=env, timeout=600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError(f"compile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return run_for_result([sys.executable, "-c", COMPILE, str(db)], env, 600, "compile")
 
 
 def _drop_one_loser_per_problem(db: Path) -> int:
