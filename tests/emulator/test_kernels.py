@@ -22,6 +22,8 @@ gemm = load_template("gemm_dense")
 CONFIG = catalog.REPRESENTATIVE  # 64x128x64, 2x2 waves, double-buffered
 
 
+@pytest.mark.full_catalog  # the shipped catalog records this run; CI checks it is current and
+# re-runs a covering sample (tests/test_shipped_catalog.py)
 @pytest.mark.slow
 def test_every_default_config_and_variant_is_correct_in_the_emulator(tmp_path):
     jobs = catalog.build_jobs(["gfx950", "gfx942"])

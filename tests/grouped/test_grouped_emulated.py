@@ -23,6 +23,8 @@ grouped = load_template("gemm_grouped")
 SMALL = DEFAULT_GROUPED[0]  # 16x64x128: cheap to emulate
 
 
+@pytest.mark.full_catalog  # the shipped catalog records this run; CI checks it is current and
+# re-runs a covering sample (tests/test_shipped_catalog.py)
 @pytest.mark.slow
 def test_every_default_grouped_config_is_correct_in_the_emulator(tmp_path) -> None:
     jobs = catalog.build_jobs(["gfx950", "gfx942"], template="gemm_grouped")

@@ -71,6 +71,8 @@ def test_a_wrong_scale_pairing_is_caught(tmp_path) -> None:
     assert not check_mx(got, a, b.t(), scale_a, scale_b.roll(1, dims=0)).ok
 
 
+@pytest.mark.full_catalog  # the shipped catalog records this run; CI checks it is current and
+# re-runs a covering sample (tests/test_shipped_catalog.py)
 @pytest.mark.slow
 def test_every_default_config_is_correct_in_the_emulator(tmp_path) -> None:
     """compile-check's MX job set: every DEFAULT config for FP8 x FP8 and for FP4 x FP4,
