@@ -162,7 +162,7 @@ def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]
 
 def epilogue_decisions(db: sqlite_utils.Database, problem_id: str) -> list[dict[str, Any]]:
     """What the scheduler finally ran for the problem's GEMM with each epilogue it met
-    (``inductor/epilogues.py``); [] for a file older than schema version 4."""
+    (``inductor/fusion_observer.py``); [] for a file older than schema version 4."""
     if not db.table("epilogue_decisions").exists():
         return []
     rows = list(db.query(

@@ -43,7 +43,7 @@ EPILOGUE_DECISIONS: tuple[dict[str, type], tuple[str, ...]] = (
     {"device_id": str, "software_id": str, "problem_id": str,
      # stable id of the epilogue description (keys.stable_id of ``epilogue``)
      "epilogue_id": str,
-     # JSON: {"ops": [...], "fused": bool, "extra_inputs": [...]} (epilogues.py)
+     # JSON: {"ops": [...], "fused": bool, "extra_inputs": [...]} (fusion_outcome.py)
      "epilogue": str,
      "candidate_id": str, "backend": str, "name": str,  # the kernel the final code runs
      "fused": int,  # 1: the epilogue runs inside the GEMM kernel
@@ -51,7 +51,7 @@ EPILOGUE_DECISIONS: tuple[dict[str, type], tuple[str, ...]] = (
      "gemm_ms": float,  # the final kernel's GEMM-only time, as Inductor had it
      "fused_ms": float,  # the fused kernel's benchmarked time (GPU benchmark fusion)
      "unfused_ms": float,  # the GEMM-only winner's time (plus the epilogue's, if known)
-     "decided_by": str,  # how the scheduler decided (epilogues.py)
+     "decided_by": str,  # how the scheduler decided (fusion_outcome.py)
      "run_id": int, "recorded_at": str},
     ("device_id", "software_id", "problem_id", "epilogue_id"))
 

@@ -467,7 +467,7 @@ def refusal_id(op: str, reason: str) -> str:
 @dataclass(frozen=True)
 class EpilogueDecision:
     """What the scheduler finally ran for one recorded GEMM selection and the pointwise
-    work that consumes its output (``inductor/epilogues.py`` observes it)."""
+    work that consumes its output (``inductor/fusion_observer.py`` observes it)."""
 
     problem_id: str
     epilogue_id: str

@@ -17,7 +17,7 @@ on, like the selector's class):
   from ``benchmark_fused_nodes``, whether it decided at once or in its pending-fusion
   round) and recorded with its outcome, in ``epilogue_decisions`` under the attempt's
   own id (``kind: fusion_benchmark``): the GEMM's problem and the attempt's identity (the
-  exact epilogue, ``epilogues.epilogue_steps``; the nodes on each side; the offered
+  exact epilogue, ``fusion_outcome.epilogue_steps``; the nodes on each side; the offered
   nodes' results read outside the kernel).
 - **Replay.** With a record of the same attempt on the same device and software (values
   checked first), Inductor's rule is applied to the recorded times: the templates it
@@ -48,7 +48,7 @@ from typing import Any
 from ..db.store import EpilogueDecision
 from ..problems.keys import stable_id
 from ..provenance.software import current_software
-from . import epilogues, internals, patches, plugin_state
+from . import fusion_outcome, internals, patches, plugin_state, selection_notes
 from .candidates import backend_of, candidate_id
 
 KIND = "fusion_benchmark"
@@ -59,9 +59,9 @@ class FusionAttempt:
     """One call of ``speedup_by_fusion``: a deferred GEMM and the epilogue offered to it."""
 
     multi: Any  # the MultiTemplateBuffer
-    note: epilogues.NotedSelection
+    note: selection_notes.NotedSelection
     ops: list[str]
-    # the exact epilogue (``epilogues.epilogue_steps``) and what else changes the fused
+    # the exact epilogue (``fusion_outcome.epilogue_steps``) and what else changes the fused
     # kernel (the fused nodes on each side, the offered nodes' results stored outside)
     identity: dict[str, Any]
 
@@ -86,7 +86,7 @@ def find_attempt(node1: Any, node2: Any) -> FusionAttempt | None:
     multi = node1.get_template_node()
     if not isinstance(multi, internals.MultiTemplateBuffer):
         return None
-    note = epilogues.noted(str(multi.get_name()))
+    note = selection_notes.noted(str(multi.get_name()))
     if note is None:
         return None
     snode = next((n for n in node1.get_nodes() if getattr(n, "node", None) is multi), None)
@@ -96,15 +96,15 @@ def find_attempt(node1: Any, node2: Any) -> FusionAttempt | None:
         return None
     offered = list(node2.get_nodes())
     group = [*node1.get_nodes(), *offered]
-    nodes, _fused, gemm = epilogues.epilogue_nodes(snode, group, [])
-    if not nodes or any(not epilogues.origins(n) & set(nodes) for n in offered):
+    nodes, _fused, gemm = fusion_outcome.epilogue_nodes(snode, group, [])
+    if not nodes or any(not fusion_outcome.origins(n) & set(nodes) for n in offered):
         return None  # nothing of the GEMM's epilogue, or a sibling fused alongside
-    identity = {"steps": epilogues.epilogue_steps(nodes, gemm),
+    identity = {"steps": fusion_outcome.epilogue_steps(nodes, gemm),
                 # what else changes the fused kernel: how many nodes each side holds, and
                 # which of the offered nodes' results are read outside the fused kernel
                 "nodes": [len(group) - len(offered), len(offered)],
                 "stored": [_stored_outside(n, group) for n in offered]}
-    return FusionAttempt(multi, note, [epilogues.op_name(n) for n in nodes], identity)
+    return FusionAttempt(multi, note, [fusion_outcome.op_name(n) for n in nodes], identity)
 
 
 def _fused_by_other_means(choice: Any) -> bool:
@@ -258,7 +258,7 @@ def _capturing(capture: _Capture) -> Iterator[None]:
 
 def decision_of(attempt: FusionAttempt, capture: _Capture, fused: bool) -> EpilogueDecision:
     """The row for an attempt Inductor benchmarked."""
-    gemm = epilogues.DECIDED.pick(attempt.multi.choices)  # GEMM-only times (feedback saver)
+    gemm = selection_notes.DECIDED.pick(attempt.multi.choices)  # GEMM-only times (feedback saver)
     winner = min(gemm, key=gemm.__getitem__) if gemm else None
     gemm_ms = gemm.get(winner) if winner is not None else None
     best = min(capture.fused, key=capture.fused.__getitem__) if capture.fused else None

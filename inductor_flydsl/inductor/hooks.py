@@ -24,7 +24,7 @@ functions:
   the time Inductor selected with and the time the benchmark returned; the winner is the
   choice Inductor then made (``PluginSelector.__call__`` sees it), or, when Inductor
   deferred the choice to epilogue-fusion benchmarking, the GEMM-only winner, with what the
-  scheduler finally ran recorded by ``epilogues.py``;
+  scheduler finally ran recorded by ``fusion_observer.py``;
 - on a GPU, the scheduler's deferred epilogue-fusion decision (``speedup_by_fusion``):
   benchmarked by Inductor and recorded once, then replayed from the recorded timings
   (``fusion_replay.py``).
@@ -46,7 +46,7 @@ from . import (
     compile_end,
     compile_summary,
     epilogue_fusion,
-    epilogues,
+    fusion_observer,
     fusion_replay,
     internals,
     plugin_state,
@@ -90,8 +90,8 @@ def install(state: PluginState) -> None:
         internals.add_preprocessing_fn(preprocess_choices)
     if save_feedback not in cache.feedback_saver_fns:
         internals.add_feedback_saver(save_feedback)
-    epilogues.set_sink(record_epilogue, report_error)
-    epilogues.install_observer()
+    fusion_observer.set_sink(record_epilogue, report_error)
+    fusion_observer.install_observer()
     fusion_replay.install()
     epilogue_fusion.install_pass(_fusion_gate, report_error,
                                  lambda n: state.stats.bump("epilogue_fusions", n))
@@ -104,8 +104,8 @@ def uninstall() -> PluginState | None:
     previous = plugin_state.activate(None)
     compile_summary.uninstall()
     compile_end.uninstall()  # the backends' compile-end work too, while the plugin is off
-    epilogues.set_sink(None)
-    epilogues.uninstall_observer()
+    fusion_observer.set_sink(None)
+    fusion_observer.uninstall_observer()
     fusion_replay.uninstall()
     epilogue_fusion.uninstall_pass()
     cache = internals.get_algorithm_selector_cache()

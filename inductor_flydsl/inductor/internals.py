@@ -104,7 +104,7 @@ INTERNALS: tuple[Internal, ...] = (
                       "set_aot_compilation")),
     # -- IR and scheduler
     Internal("MultiTemplateBuffer", "torch._inductor.ir", "MultiTemplateBuffer",
-             "a selection deferred to epilogue-fusion benchmarking (epilogues.py); "
+             "a selection deferred to epilogue-fusion benchmarking (fusion_outcome.py); "
              "finalized to a recorded fused template (fusion_replay.py)",
              members=("choices", "choice_timings", "finalize_as_triton_caller(caller)",
                       "swap_as_triton_caller(caller)")),
@@ -136,7 +136,7 @@ INTERNALS: tuple[Internal, ...] = (
              members=("__call__(graph, is_inference)", "uuid")),
     Internal("CustomSchedulerPass", "torch._inductor.custom_graph_pass",
              "CustomSchedulerPass",
-             "subclassed: observes what the scheduler fused (epilogues.py)",
+             "subclassed: observes what the scheduler fused (fusion_observer.py)",
              members=("__call__",)),
     Internal("lowerings", "torch._inductor.lowering", "lowerings",
              "Inductor's clone lowering: realized copies a fused-epilogue selection is "

@@ -12,7 +12,7 @@ from ..db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecisi
 from ..problems.problem import InvalidProblem, Problem
 from ..provenance.software import current_software
 from ..telemetry.counters import Decision
-from . import epilogues, plugin_state, serving
+from . import plugin_state, selection_notes, serving
 from .candidates import backend_of, candidate_id, config_of
 from .choice_state import state_of
 from .gemm_ops import is_gemm_op
@@ -57,7 +57,7 @@ def save_feedback(timings: dict[Any, float], name: str, input_nodes: Any,
         return  # timings at another size hint than the problem key's
     try:
         for choice, ms in timings.items():
-            epilogues.DECIDED.set(choice, float(ms))
+            selection_notes.DECIDED.set(choice, float(ms))
         measured = [c for c in timings if c not in serving.SERVED]
         ctx = current_selection.get()
         if ctx is not None and ctx.name != name:
@@ -110,7 +110,7 @@ def finish_selection(ctx: SelectionContext, result: Any) -> None:
         elif ctx.source is not None and ctx.problem is not None:
             _add_decision(state, ctx.problem, chosen, ctx.source)
         if ctx.problem is not None and isinstance(result, tuple) and result:
-            epilogues.note_selection(result[0], chosen, ctx.problem,
+            selection_notes.note_selection(result[0], chosen, ctx.problem,
                                      device_of(ctx.layout), served=ctx.source is not None)
     except Exception as exc:
         report_error("recording Inductor's choice", exc)
@@ -135,7 +135,7 @@ def _record(state: PluginState, pending: PendingRecord, chosen: Any, deferred: b
     _add_decision(state, pending.problem, chosen, source)
 
 
-def record_epilogue(note: epilogues.NotedSelection, decision: EpilogueDecision) -> None:
+def record_epilogue(note: selection_notes.NotedSelection, decision: EpilogueDecision) -> None:
     """The epilogue observer's sink: count and record what the scheduler ran."""
     state = plugin_state.current()
     if state is None:

@@ -22,7 +22,10 @@ from torch._inductor.custom_graph_pass import (
 
 import inductor_flydsl
 from inductor_flydsl.inductor.epilogue_fusion import EpilogueFusionPass
-from inductor_flydsl.inductor.epilogues import PostFusionObserver, UncachedPostFusionObserver
+from inductor_flydsl.inductor.fusion_observer import (
+    PostFusionObserver,
+    UncachedPostFusionObserver,
+)
 
 RAN: list[tuple[str, Any]] = []
 

@@ -1,95 +1,30 @@
-"""What the scheduler finally ran for each recorded GEMM, and the epilogue around it.
+"""What the scheduler finally ran for a noted GEMM and the epilogue around it, read from
+its (possibly fused) scheduler nodes as one ``EpilogueDecision``.
 
 Inductor decides a GEMM together with its epilogue: the selection gives the GEMM-only
 winner, then the scheduler fuses pointwise consumers into a template (the CPU C++ GEMM
 template, a Triton template) or leaves them to a separate kernel behind an extern call;
 on a GPU with ``benchmark_epilogue_fusion`` the selection itself is deferred
 (``MultiTemplateBuffer``) and the scheduler benchmarks the best template with the
-epilogue fused against the GEMM-only winner plus a separate epilogue kernel.
-
-This module observes the outcome after fusion, through Inductor's scheduler-pass hook
-(``config._post_fusion_custom_pass``, chained after a pass the user set; it returns the
-nodes unchanged), and hands one ``EpilogueDecision`` per selected GEMM to the plugin,
-which records it in the tuning DB: the epilogue (the ops of the nodes fused into the GEMM
-kernel and of the consumers left outside it), the kernel the final code runs, whether the
+epilogue fused against the GEMM-only winner plus a separate epilogue kernel. The decision
+holds the epilogue (the ops of the nodes fused into the GEMM kernel and of the consumers
+left outside it, and its exact steps), the kernel the final code runs, whether the
 epilogue is fused, the GEMM-only winner and, for a deferred choice, the fused kernel's
-benchmarked time against the GEMM-only winner's. A served compile (``serving.py``) makes
-the same decision from the recorded timings; the observer then reports ``same`` or
-``changed`` against the record.
+benchmarked time against the GEMM-only winner's. ``fusion_observer.py`` hands it to the
+plugin; ``fusion_replay.py`` reuses the epilogue's reading.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from ..db.store import EpilogueDecision
 from ..problems.keys import stable_id
-from ..problems.problem import Problem
-from . import internals, user_passes
+from . import internals
 from .candidates import backend_of, candidate_id
 from .ir_problem import dtype_name
-from .serving import ChoiceTimes
-
-log = logging.getLogger("inductor_flydsl")
-
-# Inductor's GEMM-only time of each choice (served or benchmarked), set by the feedback
-# saver: a deferred selection's timings may later be replaced by fused ones.
-DECIDED = ChoiceTimes()
-
-
-@dataclass
-class NotedSelection:
-    problem: Problem
-    device: Any
-    chosen: Any | None  # None: deferred to epilogue-fusion benchmarking
-    served: bool
-
-
-_notes: weakref.WeakKeyDictionary[Any, dict[str, NotedSelection]] = weakref.WeakKeyDictionary()
-_notes_lock = threading.Lock()
-
-
-def _graph() -> Any | None:
-    try:
-        return internals.V.graph
-    except Exception:  # no graph being lowered (a selector called outside a compile)
-        return None
-
-
-def note_selection(node: Any, chosen: Any | None, problem: Problem, device: Any,
-                   served: bool) -> None:
-    """Remember which output buffer of the graph being lowered a selection produced."""
-    graph = _graph()
-    get_name = getattr(node, "get_name", None)
-    if graph is None or not callable(get_name):
-        return
-    try:
-        name = str(get_name())
-    except Exception:  # an output with no buffer name: nothing to observe
-        return
-    with _notes_lock:
-        try:
-            notes = _notes.setdefault(graph, {})
-        except TypeError:
-            return
-        notes[name] = NotedSelection(problem, device, chosen, served)
-
-
-def noted(buffer_name: str) -> NotedSelection | None:
-    """The selection noted for ``buffer_name`` in the graph being lowered, if any."""
-    graph = _graph()
-    if graph is None:
-        return None
-    with _notes_lock:
-        try:
-            return _notes.get(graph, {}).get(buffer_name)
-        except TypeError:
-            return None
+from .selection_notes import DECIDED, NotedSelection
 
 
 def origins(snode: Any) -> set[Any]:
@@ -285,108 +220,3 @@ def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDe
         gemm_winner_id=candidate_id(winner) if winner is not None else "",
         gemm_ms=gemm.get(final) if final is not None else None, fused_ms=fused_ms,
         unfused_ms=winner_ms, decided_by=decided_by)
-
-
-Sink = Callable[[NotedSelection, EpilogueDecision], None]
-ErrorReporter = Callable[[str, BaseException], None]
-_sink: Sink | None = None
-_report: ErrorReporter | None = None
-
-
-def set_sink(sink: Sink | None, report: ErrorReporter | None = None) -> None:
-    """Where decisions go (the plugin records them), and who counts a failure."""
-    global _sink, _report
-    _sink, _report = sink, report
-
-
-def observe(nodes: list[Any]) -> list[Any]:
-    """Find every noted GEMM among the scheduler's fused nodes and hand its decision to
-    the sink. Errors are the sink owner's to count; the nodes are returned unchanged."""
-    sink, graph = _sink, _graph()
-    if sink is None or graph is None:
-        return nodes
-    with _notes_lock:
-        notes = dict(_notes.get(graph, {}))
-    if not notes:
-        return nodes
-    for snode in nodes:
-        group = list(snode.get_nodes()) if hasattr(snode, "get_nodes") else [snode]
-        for member in group:
-            note = next((notes[n] for n in _buffer_names(member) if n in notes), None)
-            if note is None:
-                continue
-            try:
-                sink(note, decide(note, member, group))
-            except Exception as exc:
-                if _report is not None:
-                    _report("observing the epilogue decision", exc)
-    return nodes
-
-
-def _buffer_names(snode: Any) -> list[str]:
-    """The IR buffers a scheduler node writes (a selection's output is one of them)."""
-    try:
-        return [str(n) for n in snode.get_buffer_names()]
-    except Exception:
-        return []
-
-
-class _Observer:
-    """Runs the ``_post_fusion_custom_pass`` that was there before (a user's), then
-    :func:`observe`; the observation itself changes no code."""
-
-    def __init__(self, inner: Callable[[list[Any]], list[Any]] | None = None) -> None:
-        self.inner = inner
-
-    def __call__(self, nodes: list[Any]) -> list[Any]:
-        if self.inner is not None:
-            nodes = self.inner(nodes)
-        try:
-            return observe(nodes)
-        except Exception as exc:  # never fail a compile over an observation
-            log.debug("inductor_flydsl: epilogue observation failed", exc_info=exc)
-            return nodes
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.inner == self.inner  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.inner))
-
-
-class PostFusionObserver(_Observer, internals.CustomSchedulerPass):
-    """The observer over no pass or a user's ``CustomSchedulerPass``: a
-    ``CustomSchedulerPass`` itself (anything else makes Inductor bypass its FX-graph
-    cache), picklable by value, its ``uuid()`` naming the user's pass by the pass's own
-    ``uuid()``."""
-
-    def uuid(self) -> Any:
-        return ("inductor_flydsl.PostFusionObserver",
-                user_passes.scheduler_pass_uuid(self.inner))
-
-
-class UncachedPostFusionObserver(_Observer):
-    """The observer over a user's plain callable: like that callable, no
-    ``CustomSchedulerPass``, so Inductor bypasses its FX-graph cache exactly as it would
-    without the plugin."""
-
-
-def observer_for(inner: Any) -> _Observer:
-    """The observer wrapping ``inner`` (the current ``_post_fusion_custom_pass``)."""
-    if inner is None or isinstance(inner, internals.CustomSchedulerPass):
-        return PostFusionObserver(inner)
-    return UncachedPostFusionObserver(inner)
-
-
-def install_observer() -> None:
-    config = internals.config
-    current = config._post_fusion_custom_pass
-    if not isinstance(current, _Observer):
-        config._post_fusion_custom_pass = observer_for(current)
-
-
-def uninstall_observer() -> None:
-    config = internals.config
-    current = config._post_fusion_custom_pass
-    if isinstance(current, _Observer):
-        config._post_fusion_custom_pass = current.inner
