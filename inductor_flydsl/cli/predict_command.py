@@ -27,7 +27,8 @@ from .output import console, fail, print_json, print_table
 COMMAND_NAMES = ("predict",)
 OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 ARCHS = ("gfx950", "gfx942")
-TIMING_TEXT = {"graph": "graph replay or back-to-back launches, the GPU's launch gap only",
+TIMING_TEXT = {"graph": "graph replay or back-to-back launches: the kernel's fixed dispatch "
+                        "cost and the gap between kernels, no host dispatch",
                "eager": "one event-timed call after a cache flush, host dispatch included"}
 
 
