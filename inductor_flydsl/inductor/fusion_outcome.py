@@ -174,7 +174,6 @@ def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDe
     steps = epilogue_steps(nodes, gemm)
     epilogue = {"ops": [op_name(n) for n in nodes], "fused": fused_ops,
                 "separate": separate_ops, "steps": steps}
-    epilogue_id = stable_id({"steps": steps})
     fused = bool(fused_ops)  # the epilogue's ops run in the GEMM kernel (not a bias)
     if note.chosen is not None or not _is_multi_template(snode):
         chosen = note.chosen
@@ -184,13 +183,8 @@ def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDe
                       + ("fused the epilogue into it" if fused else
                          "left the epilogue to separate kernels" if separate_ops else
                          "found no epilogue"))
-        return EpilogueDecision(
-            problem_id=note.problem.id, epilogue_id=epilogue_id, epilogue=epilogue,
-            candidate_id=candidate_id(chosen) if chosen is not None else "",
-            backend=backend_of(chosen) if chosen is not None else "",
-            name=str(getattr(chosen, "name", "")), fused=fused,
-            gemm_winner_id=candidate_id(chosen) if chosen is not None else "",
-            gemm_ms=gemm_ms, unfused_ms=gemm_ms, decided_by=decided_by)
+        return _decision(note, epilogue, chosen, chosen, fused=fused, gemm_ms=gemm_ms,
+                         unfused_ms=gemm_ms, decided_by=decided_by)
     # Deferred: the scheduler benchmarked the best template fused with its epilogue
     # (its timings then replace the GEMM-only ones) or keeps the GEMM-only winner.
     multi = snode.node
@@ -212,11 +206,18 @@ def decide(note: NotedSelection, snode: Any, group: Sequence[Any]) -> EpilogueDe
         "the fused template beat the GEMM-only winner plus a separate epilogue kernel"
         if fused else "the GEMM-only winner with a separate epilogue kernel"
         if separate_ops else "no epilogue; the GEMM-only winner"))
+    return _decision(note, epilogue, final, winner, fused=fused,
+                     gemm_ms=gemm.get(final) if final is not None else None,
+                     fused_ms=fused_ms, unfused_ms=winner_ms, decided_by=decided_by)
+
+
+def _decision(note: NotedSelection, epilogue: dict[str, Any], final: Any | None,
+              winner: Any | None, **rest: Any) -> EpilogueDecision:
+    """The decision naming ``final`` (the kernel the code runs) and ``winner`` (the
+    GEMM-only one); None: not known, written as empty."""
     return EpilogueDecision(
-        problem_id=note.problem.id, epilogue_id=epilogue_id, epilogue=epilogue,
-        candidate_id=candidate_id(final) if final is not None else "",
+        problem_id=note.problem.id, epilogue_id=stable_id({"steps": epilogue["steps"]}),
+        epilogue=epilogue, candidate_id=candidate_id(final) if final is not None else "",
         backend=backend_of(final) if final is not None else "",
-        name=str(getattr(final, "name", "")), fused=fused,
-        gemm_winner_id=candidate_id(winner) if winner is not None else "",
-        gemm_ms=gemm.get(final) if final is not None else None, fused_ms=fused_ms,
-        unfused_ms=winner_ms, decided_by=decided_by)
+        name=str(getattr(final, "name", "")),
+        gemm_winner_id=candidate_id(winner) if winner is not None else "", **rest)
