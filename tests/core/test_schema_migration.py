@@ -1,5 +1,5 @@
-"""Schema migrations in place (1 -> 2 -> 3 -> 4) of a real version-1 DB, and old-file
-reads.
+"""Schema migrations in place (1 -> 2 -> 3 -> 4 -> 5) of a real version-1 DB, and
+old-file reads.
 
 The version-1 file is ``tuning_db/cpu_smoke_winners.db``: written by the code of schema
 version 1 (the cpu-smoke sweep, torch 2.13.0+cpu, an older template source) and shipped as
@@ -12,6 +12,8 @@ import hashlib
 import shutil
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.migrations import MIGRATIONS, backup_path
@@ -148,3 +150,88 @@ def test_writer_migrates_a_v2_file_keeping_a_v2_backup(tmp_path: Path) -> None:
     assert _version(db_path) == SCHEMA_VERSION == 5
     assert _winners(db_path) == before
     assert _sha(backup_path(db_path, 2)) == v2
+
+
+def _as_v4(db_path: Path, *, short_lists: bool) -> None:
+    """The v1 file after steps 2-4 only, as the code of schema version 4 left a file: its
+    compile_catalog without the emulator's and the loop's columns (compile-check added
+    them on write then), optionally with the predicted_short_lists table that
+    build_predicted_db.py created itself."""
+    import sqlite_utils
+
+    conn = sqlite3.connect(db_path)
+    db = sqlite_utils.Database(conn)
+    for migration in MIGRATIONS[:3]:
+        migration.step(db)
+    db.execute("update meta set value = '4' where key = 'schema_version'")
+    if short_lists:
+        db.table("predicted_short_lists").create(
+            {"device": str, "problem_id": str, "rank": int, "config": str},
+            pk=("device", "problem_id", "rank"))
+        db.table("predicted_short_lists").insert(
+            {"device": "MI355X", "problem_id": "p", "rank": 1, "config": "{}"})
+    conn.commit()
+    conn.close()
+
+
+def test_writer_migrates_a_v4_file_to_the_declared_catalog_and_short_lists(
+        tmp_path: Path) -> None:
+    """Version 5 declares compile_catalog's later columns and predicted_short_lists: a
+    version-4 file gains both, keeps its rows, and the catalog and short-list writers
+    (db/catalog.py, db/short_lists.py) then write without adding anything themselves."""
+    from inductor_flydsl.db.catalog import CatalogStore
+    from inductor_flydsl.db.schema import COMPILE_CATALOG_V5_COLUMNS, PREDICTED_SHORT_LISTS
+    from inductor_flydsl.db.short_lists import read_all, write_rows
+    from inductor_flydsl.problems.keys import stable_id
+
+    for short_lists in (False, True):
+        db_path = tmp_path / f"v4-{short_lists}.db"
+        shutil.copy(SHIPPED_V1, db_path)
+        _as_v4(db_path, short_lists=short_lists)
+        assert not set(COMPILE_CATALOG_V5_COLUMNS) & set(
+            sqlite_utils_columns(db_path, "compile_catalog"))
+        before, v4 = _winners(db_path), _sha(db_path)
+        store = CatalogStore(db_path)  # a writer: migrates
+        try:
+            store.write(lambda run_id: [{
+                "arch": "gfx950", "template": "t", "template_hash": "h", "config_id": stable_id({}),
+                "config": "{}", "op": "mm", "dtype": "bf16", "layout": "nt",
+                "flydsl": "0.5", "ok": 1, "run_id": run_id, "loop_found": 1,
+                "loop_cycles": 12.5}])
+        finally:
+            store.close()
+        assert _version(db_path) == SCHEMA_VERSION == 5
+        assert _winners(db_path) == before and _sha(backup_path(db_path, 4)) == v4
+        assert set(COMPILE_CATALOG_V5_COLUMNS) <= set(
+            sqlite_utils_columns(db_path, "compile_catalog"))
+        assert set(PREDICTED_SHORT_LISTS[0]) <= set(
+            sqlite_utils_columns(db_path, "predicted_short_lists"))
+        kept = [r["problem_id"] for r in read_all(db_path)]
+        assert kept == (["p"] if short_lists else [])
+        write_rows(db_path, [{"device": "MI355X", "problem_id": "q", "rank": 1,
+                              "config": "{}", "kind": "predicted", "predicted_us": 3.0}])
+        assert sorted(r["problem_id"] for r in read_all(db_path)) == sorted([*kept, "q"])
+        check = open_db(db_path, writable=False)
+        try:
+            assert verify_db(check) == []
+        finally:
+            check.close()
+
+
+def sqlite_utils_columns(path: Path, table: str) -> list[str]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return [row[1] for row in conn.execute(f"pragma table_info({table})")]
+    finally:
+        conn.close()
+
+
+def test_an_undeclared_catalog_column_is_refused(tmp_path: Path) -> None:
+    from inductor_flydsl.db.catalog import CatalogStore
+
+    store = CatalogStore(tmp_path / "c.db")
+    try:
+        with pytest.raises(ValueError, match="compile_catalog has no column new_metric"):
+            store.write(lambda run_id: [{"arch": "gfx950", "new_metric": 1}])
+    finally:
+        store.close()
