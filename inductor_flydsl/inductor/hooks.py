@@ -79,7 +79,11 @@ _original_selector_class: type | None = None
 
 
 def install(state: PluginState) -> None:
-    """Activate ``state``; register the hooks once per process."""
+    """Activate ``state``: the selector's class swapped, the preprocessing function and
+    the feedback saver registered (once per process: they stay, doing nothing while the
+    plugin is off), the post-fusion observer, the fusion-replay patches
+    (``internals.PATCHES``) and the epilogue-fusion pass installed; :func:`uninstall`
+    takes out all but the two registered functions."""
     global _original_selector_class
     cache = internals.get_algorithm_selector_cache()
     if not isinstance(cache, PluginSelector):
