@@ -3,7 +3,7 @@
 # 1. the whole suite with this torch, two test files at a time (pytest-xdist, a file's
 #    tests on one worker so module fixtures are built once), then the tests marked
 #    `serial` (they measure timing noise) alone; not the `full_catalog` runs (every DEFAULT
-#    config of a template compiled and emulated, ~20 min of CPU in all): the shipped
+#    config of a template compiled and emulated, ~15 min of CPU in all): the shipped
 #    compile catalog records them, and tests/test_shipped_catalog.py checks that record is
 #    the current templates' and re-runs a covering sample of it;
 # 2. the Inductor-integration tests (tests/core, the FlyDSL CPU integration tests, the
