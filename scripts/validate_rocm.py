@@ -115,11 +115,8 @@ def preflight(device_index: int = 0) -> Preflight:
     except ImportError as exc:
         return Preflight(False, f"no ROCm: torch is not importable ({exc})")
     # the plugin's own constants (importing them loads no FlyDSL and launches nothing)
-    from inductor_flydsl.flydsl_backend.eligibility import (
-        HIP_RUNTIME_LIBRARY,
-        SUPPORTED_ARCHS,
-        hip_major,
-    )
+    from inductor_flydsl.flydsl_backend.eligibility import SUPPORTED_ARCHS, hip_major
+    from inductor_flydsl.flydsl_backend.flydsl_runtime import HIP_LIBRARY
 
     hip = getattr(torch.version, "hip", None)
     if not hip:
@@ -132,9 +129,9 @@ def preflight(device_index: int = 0) -> Preflight:
                          "ROCm 7 (install a ROCm 7 build of torch).", hip=hip,
                          torch=torch.__version__)
     try:
-        ctypes.CDLL(HIP_RUNTIME_LIBRARY)
+        ctypes.CDLL(HIP_LIBRARY)
     except OSError as exc:
-        return Preflight(False, f"no ROCm 7 runtime: {HIP_RUNTIME_LIBRARY} cannot be loaded "
+        return Preflight(False, f"no ROCm 7 runtime: {HIP_LIBRARY} cannot be loaded "
                          f"({exc}). FlyDSL launches need it (without it the process aborts).",
                          hip=hip,
                          torch=torch.__version__)

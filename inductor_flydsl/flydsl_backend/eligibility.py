@@ -25,20 +25,20 @@ from typing import Any
 from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import DEFAULT_GROUPED, GemmConfig
+from .flydsl_runtime import HIP_LIBRARY
 from .mx_eligibility import MX_OP, mx_problem_reasons
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
 SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 GROUPED_OP = "grouped_mm"
-HIP_RUNTIME_LIBRARY = "libamdhip64.so.7"
 ELEMENT_BYTES = 2
 
 
 @functools.cache
 def hip_runtime_loadable() -> bool:
     try:
-        ctypes.CDLL(HIP_RUNTIME_LIBRARY)
+        ctypes.CDLL(HIP_LIBRARY)
     except OSError:
         return False
     return True
@@ -71,7 +71,7 @@ def runtime_reasons(device: Any = None) -> list[str]:
     if not flydsl_installed():
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
-        reasons.append(f"the ROCm 7 HIP runtime ({HIP_RUNTIME_LIBRARY}) cannot be loaded")
+        reasons.append(f"the ROCm 7 HIP runtime ({HIP_LIBRARY}) cannot be loaded")
     if not reasons:
         reasons += hip_runtime_conflicts(_mapped_files())
     return reasons
@@ -96,7 +96,7 @@ def hip_runtime_conflicts(maps: str) -> list[str]:
     if len(real) <= 1:
         return []
     return [f"{len(real)} HIP runtimes are mapped ({', '.join(found)}): FlyDSL's runtime "
-            f"uses {HIP_RUNTIME_LIBRARY}, torch's streams are not valid in another; make "
+            f"uses {HIP_LIBRARY}, torch's streams are not valid in another; make "
             "torch's ROCm runtime the one FlyDSL loads (one ROCm 7 installation)"]
 
 

@@ -28,6 +28,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+# The HIP runtime library FlyDSL 0.5's runtime (libfly_jit_runtime.so) binds: the
+# launcher loads it, and eligibility refuses a process where it cannot be loaded
+HIP_LIBRARY = "libamdhip64.so.7"
+
 # (module, attribute, what this project needs of it)
 INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("flydsl.compiler.jit_function", "CompiledFunction",

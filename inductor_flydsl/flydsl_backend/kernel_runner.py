@@ -47,9 +47,9 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from .. import settings
+from .flydsl_runtime import HIP_LIBRARY
 
 log = logging.getLogger("inductor_flydsl")
-HIP_LIBRARY = "libamdhip64.so.7"  # what FlyDSL's runtime binds (eligibility checks it too)
 
 
 class FlydslLaunchError(RuntimeError):
