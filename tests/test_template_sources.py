@@ -64,7 +64,8 @@ def test_a_source_checkout_loads_templates_as_a_package(tmp_path: Path) -> None:
     loader imports ``templates/`` as a package, so a template's sibling imports work."""
     code = (
         "import sys\n"
-        "from inductor_flydsl import template_loader, software\n"
+        "from inductor_flydsl import template_loader\n"
+        "from inductor_flydsl.provenance import software\n"
         "template_loader._TEMPLATE_PACKAGES = ()\n"
         f"software.templates_dir = lambda: __import__('pathlib').Path({str(TEMPLATES)!r})\n"
         "mx = template_loader.load_template('gemm_mx')\n"

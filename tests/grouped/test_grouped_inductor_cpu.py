@@ -27,8 +27,8 @@ pytest.importorskip("flydsl")
 MOE = r"""
 import json, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
-from inductor_flydsl import routing
 from inductor_flydsl.flydsl_backend import prebuild, provider
+from inductor_flydsl.problems import routing
 if sys.argv[2] == "offer":
     provider.runtime_target = lambda device: ("gfx950", [])
 routing.set_active(sys.argv[3])  # what a sweep item's routing does
