@@ -59,6 +59,8 @@ from aiter_reference import (  # a sibling script, not a package
     AiterGit,
     GitTreeFinder,
     UsageError,
+    failed_compiles,
+    keep_final_isa,
 )
 
 ROWS_CSV = "aiter_flydsl_fp8_rows.csv"
@@ -168,13 +170,7 @@ def compile_config(repo: AiterGit, out: Path, kernel_name: str, n: int, k: int, 
                  torch.empty(n, dtype=torch.float32), torch.empty(n, dtype=torch.bfloat16),
                  m, n, fx.Stream(None))
         secs = time.perf_counter() - t0
-        isas = sorted(dump.rglob("22_final_isa.s"), key=lambda p: p.stat().st_mtime)
-        if not isas:
-            raise RuntimeError(f"no 22_final_isa.s under {dump}")
-        isa_dir = out.resolve() / "isa"
-        isa_dir.mkdir(parents=True, exist_ok=True)
-        isa_path = isa_dir / f"{ident}.s"
-        shutil.copyfile(isas[-1], isa_path)
+        isa_path = keep_final_isa(dump, out, ident)
     finally:
         shutil.rmtree(dump, ignore_errors=True)
     from inductor_flydsl.isa.stats import parse_isa
@@ -338,8 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError("--max-configs must be positive")
             manifest = build_manifest(repo, args.out, args.max_configs, args.config,
                                       args.jobs)
-            failed = sum(bool(e.get("error")) for e in manifest) + sum(
-                bool(v["error"]) for e in manifest for v in e["other_NK_compiles"])
+            failed = failed_compiles(manifest)
             print(json.dumps({"manifest": str(args.out / "manifest.json"),
                               "configs": len(manifest), "failed_compiles": failed}))
             return 1 if failed else 0

@@ -319,6 +319,25 @@ def note_metadata(hsaco: Path) -> dict[str, Any]:
     return out
 
 
+def failed_compiles(manifest: list[dict[str, Any]]) -> int:
+    """How many compiles of a manifest failed (each config's and its other (N, K)'s)."""
+    return sum(bool(e.get("error")) for e in manifest) + sum(
+        bool(v["error"]) for e in manifest for v in e["other_NK_compiles"])
+
+
+def keep_final_isa(dump: Path, out: Path, ident: str) -> Path:
+    """Copy the newest ISA FlyDSL dumped under ``dump`` (``22_final_isa.s``) to
+    ``out/isa/<ident>.s``; its path."""
+    isas = sorted(dump.rglob("22_final_isa.s"), key=lambda p: p.stat().st_mtime)
+    if not isas:
+        raise RuntimeError(f"no 22_final_isa.s under {dump}")
+    isa_dir = out.resolve() / "isa"
+    isa_dir.mkdir(parents=True, exist_ok=True)
+    isa_path = isa_dir / f"{ident}.s"
+    shutil.copyfile(isas[-1], isa_path)
+    return isa_path
+
+
 def compile_config(repo: AiterGit, out: Path, kernel_name: str, n: int, k: int, m: int,
                    ident: str | None, has_bias: bool = False, mca: bool = True,
                    ) -> dict[str, Any]:
@@ -362,13 +381,8 @@ def compile_config(repo: AiterGit, out: Path, kernel_name: str, n: int, k: int, 
                  ptr_arg(sem), ptr_arg(sig), fx.Stream(None))
         secs = time.perf_counter() - t0
 
-        isas = sorted(dump.rglob("22_final_isa.s"), key=lambda p: p.stat().st_mtime)
-        if not isas:
-            raise RuntimeError(f"no 22_final_isa.s under {dump}")
-        isa_dir = out.resolve() / "isa"
-        isa_dir.mkdir(parents=True, exist_ok=True)
-        isa_path = isa_dir / f"{ident}.s"
-        shutil.copyfile(isas[-1], isa_path)
+        isa_path = keep_final_isa(dump, out, ident)
+        isa_dir = isa_path.parent
     finally:
         shutil.rmtree(dump, ignore_errors=True)
     text = isa_path.read_text()
@@ -565,8 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError("--max-configs must be positive")
             manifest = build_manifest(repo, args.out, args.max_configs, args.config,
                                       args.jobs, mca=not args.no_mca)
-            failed = sum(bool(e.get("error")) for e in manifest) + sum(
-                bool(v["error"]) for e in manifest for v in e["other_NK_compiles"])
+            failed = failed_compiles(manifest)
             for e in manifest:
                 print(f"{e['id']}: {len(e['rows'])} rows, "
                       f"{1 + len(e['other_NK_compiles'])} compiles"

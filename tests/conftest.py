@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -39,6 +41,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # Inductor's other caches off (run_compile_model passes --no-inductor-caches)
 _SHARED_BUILDS = "_TESTS_SHARED_INDUCTOR_BUILDS"
 
+
+
+def load_script(name: str) -> ModuleType:
+    """A script of ``scripts/`` imported as the module ``name`` (registered in
+    ``sys.modules``: dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[str, str]:
     """Environment for a child process: its own Inductor cache and per-user cache dir,

@@ -7,7 +7,6 @@ with torch standing in for the kernel.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -26,6 +25,7 @@ from inductor_flydsl.flydsl_backend.cross_compile import CompileResult
 from inductor_flydsl.numerics import tolerances
 from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import template_source_hash
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 gemm = catalog._tpl
@@ -252,12 +252,7 @@ def test_cli_rejects_bad_arguments():
 
 
 def _load_validate_rocm():
-    spec = importlib.util.spec_from_file_location("validate_rocm", ROOT / "scripts" /
-                                                  "validate_rocm.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["validate_rocm"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("validate_rocm")
 
 
 def test_validate_rocm_refuses_cpu_host_without_aborting():

@@ -15,25 +15,19 @@ compares with a float64 torch reference under ``flydsl_backend.tolerances``; tor
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from inductor_flydsl.flydsl_backend import configs, kernel_runner, suites
 from inductor_flydsl.template_loader import load_template
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_validate_rocm():
-    spec = importlib.util.spec_from_file_location("validate_rocm",
-                                                  ROOT / "scripts" / "validate_rocm.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["validate_rocm"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("validate_rocm")
 
 
 vr = _load_validate_rocm()
@@ -225,12 +219,7 @@ def test_mx_scaled_mm_through_the_custom_op(device):
 
 
 def _load_rocm_epilogues():
-    spec = importlib.util.spec_from_file_location("rocm_epilogues",
-                                                  ROOT / "scripts" / "rocm_epilogues.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rocm_epilogues"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("rocm_epilogues")
 
 
 rocm_epilogues = _load_rocm_epilogues()

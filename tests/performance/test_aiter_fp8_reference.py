@@ -5,7 +5,6 @@ subprocess on a stored gfx950 ISA file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = ROOT / "scripts" / "aiter_fp8_reference.py"
 STORED_ISA = ROOT / "tests" / "flydsl" / "data" / "gfx950_bf16_nt_mm_64x64x64_w2x2_s2.s"
@@ -21,12 +22,7 @@ STORED_ISA = ROOT / "tests" / "flydsl" / "data" / "gfx950_bf16_nt_mm_64x64x64_w2
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("aiter_fp8_reference", _SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["aiter_fp8_reference"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("aiter_fp8_reference")
 
 
 def test_parse_the_four_field_preshuffle_names(tool: ModuleType) -> None:

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.conftest import load_script
 
 _SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "aiter_reference.py"
 GFX950 = ("flydsl_gemm4_abf16_wbf16_bf16_t16x64x128_split_k8_block_m_warp1_block_n_warp2"
@@ -19,12 +19,7 @@ GFX942 = ("flydsl_gemm4_abf16_wbf16_bf16_t32x64x64_split_k8_block_m_warp2_block_
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("aiter_reference", _SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["aiter_reference"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("aiter_reference")
 
 
 def test_parse_gfx950_name(tool: ModuleType) -> None:
