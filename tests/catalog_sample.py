@@ -45,7 +45,13 @@ def refresh_command(template: str) -> str:
 
 def shipped_rows(template: str) -> dict[tuple[str, ...], dict[str, Any]]:
     """The shipped catalog's rows of ``template``, keyed like ``Job.key``."""
-    con = sqlite3.connect(f"file:{SHIPPED_CATALOG}?mode=ro", uri=True)
+    return _keyed_rows(f"file:{SHIPPED_CATALOG}?mode=ro", template)
+
+
+def _keyed_rows(uri: str, template: str) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The ``compile_catalog`` rows of ``template`` in the file at ``uri``, keyed like
+    ``Job.key``."""
+    con = sqlite3.connect(uri, uri=True)
     con.row_factory = sqlite3.Row
     try:
         rows = con.execute("select * from compile_catalog where template = ?",
@@ -94,7 +100,8 @@ def covering_sample(jobs: list[catalog.Job]) -> list[catalog.Job]:
     uncovered = set().union(*(_features(j) for j in accepted))
     chosen: list[catalog.Job] = []
     while uncovered:
-        best = max(accepted, key=lambda j: (len(_features(j) & uncovered), -accepted.index(j)))
+        # the job covering the most, the first of those on a tie
+        best = max(accepted, key=lambda j: len(_features(j) & uncovered))
         chosen.append(best)
         uncovered -= _features(best)
     return chosen
@@ -106,13 +113,7 @@ def reproduce(sample: list[catalog.Job], template: str, tmp: Path) -> list[str]:
     run = catalog.run_catalog(sample, workers=2, db_path=tmp / "sample.db", progress=False,
                               compile_fn=catalog.EMULATE_COMPILE_FN)
     rows = shipped_rows(template)
-    con = sqlite3.connect(tmp / "sample.db")
-    con.row_factory = sqlite3.Row
-    try:
-        fresh = {(r["arch"], r["template"], r["config_id"], r["op"], r["dtype"], r["layout"]):
-                 dict(r) for r in con.execute("select * from compile_catalog")}
-    finally:
-        con.close()
+    fresh = _keyed_rows(f"file:{tmp / 'sample.db'}?mode=ro", template)
     problems = [f"{i.job.describe()}: {i.result.error or i.result.emulation}"[:400]
                 for i in run.results if not (i.result.ok and (i.result.emulation or {}).get("ok"))]
     for job in sample:
