@@ -120,6 +120,11 @@ def cycle(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    # One intra-op thread: with two, ATen's 9 us mm ends each call at an OpenMP barrier,
+    # and when another process holds the other core the call waits out the scheduler's
+    # time slice: a median of 24 ms was measured under load (the interpreted Triton
+    # templates take 7-20 ms), deciding the cold compile by the machine's load.
+    torch.set_num_threads(1)
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--fused-ms", type=float)
