@@ -20,7 +20,9 @@
 #    tests/core files that never reach Inductor (NOT_INDUCTOR below).
 # 3. tests/vllm_client (vLLM as the plugin's client: the plugin inside VllmBackend's compile)
 #    in .venv-vllm (scripts/install.sh makes it; INDUCTOR_FLYDSL_SKIP_VLLM=1 skips it),
-#    beside the serial tests; in the other runs its vLLM tests skip (no vLLM there).
+#    beside the serial tests and, when it outlasts them, the start of 2.; its output and
+#    status come last; in the other runs its vLLM tests skip (no vLLM there).
+# In every pytest run the longest test files start first (tests/conftest.py LONGEST_FIRST).
 # Extra arguments go to the first pytest run only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,22 +76,27 @@ fi
 echo "== the serial tests"
 SERIAL_RC=0
 "$PY" -m pytest -q -m serial || SERIAL_RC=$?
-if [ -n "$VLLM_PID" ]; then
-  VLLM_RC=0
-  wait "$VLLM_PID" || VLLM_RC=$?
-  echo "== vLLM tests (ran beside the serial tests):"
-  cat "$VLLM_LOG"
-  rm -f "$VLLM_LOG"
-  if [ "$VLLM_RC" != 0 ]; then exit "$VLLM_RC"; fi
-fi
-if [ "$SERIAL_RC" != 0 ]; then exit "$SERIAL_RC"; fi
+# the vLLM tests usually outlast the serial ones: the second release's run (below) starts
+# beside their end rather than after it, and their output and status come at the end
+finish_vllm() {
+  if [ -n "$VLLM_PID" ]; then
+    VLLM_RC=0
+    wait "$VLLM_PID" || VLLM_RC=$?
+    VLLM_PID=""
+    echo "== vLLM tests (ran beside the serial tests):"
+    cat "$VLLM_LOG"
+    rm -f "$VLLM_LOG"
+    if [ "$VLLM_RC" != 0 ]; then exit "$VLLM_RC"; fi
+  fi
+}
+if [ "$SERIAL_RC" != 0 ]; then finish_vllm; exit "$SERIAL_RC"; fi
 
 if [ -x "$NEXT" ]; then
   THIS="$("$PY" -c 'import sys; print(sys.executable)')"
   echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
   INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" "$NEXT" -m pytest -q -p no:cacheprovider \
     -n "$JOBS" --dist loadfile -m "not serial and (not slow or both_releases)" \
-    "${IGNORE[@]}" "${INTEGRATION[@]}"
+    "${IGNORE[@]}" "${INTEGRATION[@]}" || { NEXT_RC=$?; finish_vllm; exit "$NEXT_RC"; }
   # (the serial timing-noise test, a CPU hog, runs only above)
 elif [ -n "${CI:-}" ]; then
   echo "error: $NEXT is missing: CI tests two torch releases (run scripts/install.sh)" >&2
@@ -98,3 +105,4 @@ else
   echo "note: $NEXT is missing (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1?): the second torch" \
        "release and the upgrade tests are not run" >&2
 fi
+finish_vllm
