@@ -105,16 +105,19 @@ def _summary_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.slow  # three max-autotune compiles in fresh processes
-def test_log_summary_and_one_warning_per_db_problem(tmp_path: Path) -> None:
+def test_log_summary_and_one_warning_per_db_problem(tmp_path: Path,
+                                                   shared_builds: Path) -> None:
     """Cold (benchmarked and recorded), warm (served), and over a text file in place of a
-    DB (benchmarked, nothing recorded, one warning): one summary line per compile."""
+    DB (benchmarked, nothing recorded, one warning): one summary line per compile. (The
+    three processes lower and benchmark as with caches of their own and reuse only the
+    run's C++ builds: conftest ``isolated_env``.)"""
     db = tmp_path / "t.db"
     args = ["--plugin", "--dims", DIMS, "--mode", "max-autotune"]
     lines = {}
     for run, path in (("cold", db), ("warm", db), ("text", tmp_path / "notes.db")):
         if run == "text":
             path.write_text("not a database\n")
-        env = isolated_env(tmp_path / run, INDUCTOR_FLYDSL_LOG="summary")
+        env = isolated_env(tmp_path / run, shared_builds, INDUCTOR_FLYDSL_LOG="summary")
         result = run_compile_model([*args, "--db", str(path)], env, timeout=300)
         summary = _summary_lines(result["stderr"])
         assert len(summary) == 1, result["stderr"]
