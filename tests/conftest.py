@@ -59,11 +59,10 @@ LONGEST_FIRST = (
 
 def _longest_first(items: list[pytest.Item]) -> None:
     """``items`` reordered in place: the files of LONGEST_FIRST first, in its order, then
-    every other file in collection order (a file's tests stay together and in order)."""
+    every other file in collection order (a file's tests stay together and in order: the
+    sort is stable)."""
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.nodeid.split("::", 1)[0], len(rank)),
-                                 order[id(item)]))
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
