@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -78,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # isolated_env(builds=...): marks an environment whose compile_model.py run must turn
 # Inductor's other caches off (run_compile_model passes --no-inductor-caches)
-_SHARED_BUILDS = "_TESTS_SHARED_INDUCTOR_BUILDS"
+SHARED_BUILDS_MARK = "_TESTS_SHARED_INDUCTOR_BUILDS"
 
 
 
@@ -91,6 +93,15 @@ def load_script(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+def builds_only_vars(builds: Path) -> dict[str, str]:
+    """A child's environment variables that make ``builds`` its Inductor cache dir with
+    the FX graph and AOTAutograd caches off. The autotune-timing cache has no variable:
+    the child must turn it off itself (compile_model.py's ``--no-inductor-caches``, a
+    sweep worker always), or patch ``lookup`` as a steered child does."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(builds), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+            "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
 
 def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[str, str]:
     """Environment for a child process: its own Inductor cache and per-user cache dir,
@@ -107,8 +118,7 @@ def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[st
                 "XDG_CACHE_HOME": str(tmp / "xdg_cache"),
                 "INDUCTOR_FLYDSL_SHIPPED": "0"})
     if builds is not None:
-        env.update({"TORCHINDUCTOR_CACHE_DIR": str(builds), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-                    "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", _SHARED_BUILDS: "1"})
+        env.update({**builds_only_vars(builds), SHARED_BUILDS_MARK: "1"})
     env.update(extra)
     return env
 
@@ -118,7 +128,7 @@ def compile_model_command(args: list[str], env: dict[str, str],
     """The command line and environment that run scripts/compile_model.py with ``args``
     in ``env`` (an ``isolated_env``; with its ``builds``: ``--no-inductor-caches``)."""
     env = dict(env)
-    if env.pop(_SHARED_BUILDS, None):
+    if env.pop(SHARED_BUILDS_MARK, None):
         args = [*args, "--no-inductor-caches"]
     return [sys.executable, str(COMPILE_MODEL), *args], env
 
@@ -149,15 +159,55 @@ def run_compile_model(args: list[str], env: dict[str, str], timeout: float = 600
     return run_for_result(command, env, timeout, "compile_model.py")
 
 
-@pytest.fixture(scope="session")
+# the shared_builds dir of this test run, for helpers that take no fixtures (the sweep
+# tests' sweep_env): set by the session fixture below, before any test's own fixtures
+_RUN_BUILDS_DIR = "_TESTS_RUN_INDUCTOR_BUILDS_DIR"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def shared_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One Inductor cache dir for the compile_model.py processes of the whole test run,
-    every xdist worker's (their base temp dirs' common parent): see ``isolated_env``."""
+    """One Inductor cache dir for the compile_model.py processes and the sweeps of the
+    whole test run, every xdist worker's (their base temp dirs' common parent): see
+    ``isolated_env``. Also named by ``run_builds()``."""
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     path = root / "shared_inductor_builds"
     path.mkdir(exist_ok=True)
+    os.environ[_RUN_BUILDS_DIR] = str(path)
     return path
+
+
+def run_builds() -> Path | None:
+    """The ``shared_builds`` dir of this test run (None outside a pytest session)."""
+    value = os.environ.get(_RUN_BUILDS_DIR)
+    return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def builds_only_cache() -> Iterator[None]:
+    """In this process, what ``isolated_env(builds=...)`` is for a child: Inductor's
+    cache dir is the run's ``shared_builds`` and every cache that could answer in place
+    of lowering or benchmarking is off (the FX graph, AOTAutograd and autotune-timing
+    caches), so a compile lowers and benchmarks as in a fresh cache and reuses only the
+    C++ builds of identical kernel sources (in memory once this process loaded them).
+    Where a test needs nothing more of ``torch._inductor.utils.fresh_cache``, this saves
+    the cold C++ builds of every compile after the first."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    builds = run_builds()
+    assert builds is not None, "builds_only_cache() outside a pytest session"
+    previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(builds)
+    try:
+        with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
+                functorch_config.patch(enable_autograd_cache=False):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
 
 
 @pytest.fixture

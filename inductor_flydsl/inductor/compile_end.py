@@ -5,9 +5,11 @@ cache as one batch; ``compile_summary``: one line per compile) are installed as 
 compile-end callbacks (``internals.compile_callbacks``).
 
 ``torch._dynamo.reset()`` clears Dynamo's callbacks, so :func:`ensure_installed` puts them
-back; the plugin's ``InductorChoices.uuid()``, which Inductor calls in every compile (for
-its FX-graph-cache key), calls it, so they are in place before that compile ends. Each
-callback runs inside a guard: it never makes a compile fail."""
+back, called from two places that between them every compile passes before it ends: the
+plugin's ``InductorChoices.uuid()``, which Inductor calls for its FX-graph-cache key (a
+graph loaded from that cache is never lowered), and the plugin's post-grad pass, which runs
+in every compile that lowers a graph (the cache off, or a miss). Each callback runs inside
+a guard: it never makes a compile fail."""
 
 from __future__ import annotations
 

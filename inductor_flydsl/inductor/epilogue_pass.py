@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..version import __version__
-from . import internals, user_passes
+from . import compile_end, internals, user_passes
 from .epilogue_ops import remember
 from .epilogue_regions import MAX_OPERANDS, aten, find_region, region_id, region_module_of
 
@@ -102,6 +102,10 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
         wired = _hooks
         if wired is None:
             return
+        # after a torch._dynamo.reset(), before this compile ends: uuid() puts the
+        # compile-end callbacks back only where Inductor computes an FX-graph-cache key
+        # (its cache on); this pass runs in every compile that lowers a graph
+        compile_end.ensure_installed()
         try:
             count = fuse_epilogues(graph, wired.gate)
         except Exception as exc:  # the graph is only changed by a complete replacement

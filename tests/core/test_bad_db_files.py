@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
 from inductor_flydsl.db.store import TuningDB
 from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
+from tests.conftest import builds_only_cache
 
 
 def _good_db(path: Path) -> None:
@@ -74,7 +74,7 @@ def _compile_frozen_linear() -> tuple[torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU()).eval()
     x = torch.randn(8, 32)
-    with torch.no_grad(), fresh_cache(), inductor_config.patch(freezing=True):
+    with torch.no_grad(), builds_only_cache(), inductor_config.patch(freezing=True):
         torch._dynamo.reset()
         y = torch.compile(model, mode="max-autotune")(x)
         return y, model(x)

@@ -18,7 +18,7 @@ import pytest
 import inductor_flydsl
 from inductor_flydsl import PluginUnavailable
 from inductor_flydsl.settings import ENV_SETTINGS, SCRIPT_VARIABLES, SettingError, UnknownSetting
-from tests.conftest import REPO, isolated_env, run_compile_model
+from tests.conftest import REPO, builds_only_vars, isolated_env, run_compile_model
 
 # the MLP scripts/compile_model.py compiles: 4 linears of distinct shapes, so 4 GEMM
 # selections (Inductor would reuse the selection of a repeated shape)
@@ -139,20 +139,21 @@ def test_log_summary_and_one_warning_per_db_problem(tmp_path: Path,
     assert (tmp_path / "notes.db").read_text() == "not a database\n"
 
 
-def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path) -> None:
+def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path,
+                                                                 shared_builds: Path) -> None:
     """No setting: no line. With it, a CPU compile without freezing autotunes nothing, and
-    the line says why."""
+    the line says why. (Both processes reuse the run's C++ builds, nothing else: the FX
+    graph cache would otherwise serve the second compile.)"""
     code = ("import torch, inductor_flydsl\n"
             "m = torch.nn.Linear(16, 8).eval()\n"
             "with torch.no_grad():\n"
             "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n")
-    base = isolated_env(tmp_path, INDUCTOR_FLYDSL="1",
-                        INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"))
+    base = isolated_env(tmp_path, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"),
+                        **builds_only_vars(shared_builds))
     quiet = _python(code, base, tmp_path)
     assert quiet.returncode == 0, quiet.stderr
     assert not _summary_lines(quiet.stderr)
-    told = _python(code, {**base, "INDUCTOR_FLYDSL_LOG": "summary",
-                          "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache2")}, tmp_path)
+    told = _python(code, {**base, "INDUCTOR_FLYDSL_LOG": "summary"}, tmp_path)
     assert told.returncode == 0, told.stderr
     assert _summary_lines(told.stderr) == [
         "inductor_flydsl: compile 0/0: 0 hits, 0 misses, 0 benchmarked, 0 recorded (no GEMM "
@@ -162,18 +163,27 @@ def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path
 
 def test_log_summary_outlives_a_dynamo_reset(tmp_path: Path) -> None:
     """``torch._dynamo.reset()`` clears Dynamo's compile callbacks; the plugin puts its own
-    back in the next compile (``compile_end``), so that compile still gets its line."""
+    back in the next compile (``compile_end``), so that compile still gets its line:
+    served from the FX-graph cache (the plugin's ``uuid()`` puts them back), and with that
+    cache off (its post-grad pass does, as in a sweep worker)."""
     code = ("import torch, inductor_flydsl\n"
+            "import torch._inductor.config as ic\n"
             "m = torch.nn.Linear(16, 8).eval()\n"
             "with torch.no_grad():\n"
             "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n"
             "    torch._dynamo.reset()\n"
-            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n")
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n"
+            "    ic.fx_graph_cache = False\n"
+            "    torch._dynamo.reset()\n"
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n"
+            "from torch._dynamo.utils import counters\n"
+            "print('FX_CACHE_HITS', counters['inductor']['fxgraph_cache_hit'])\n")
     env = isolated_env(tmp_path, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_LOG="summary",
                        INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"))
     done = _python(code, env, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert len(_summary_lines(done.stderr)) == 2, done.stderr
+    assert "FX_CACHE_HITS 1" in done.stdout, done.stdout  # the second compile: a cache hit
+    assert len(_summary_lines(done.stderr)) == 3, done.stderr
 
 
 def test_the_scripts_variables_are_known() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_for_result
+from tests.conftest import builds_only_vars, run_builds, run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +26,7 @@ import torch._inductor.config as ic
 import inductor_flydsl
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.freezing = True
+ic.autotune_local_cache = False  # the test run's shared cache dir: no timings from it
 ic.max_autotune_gemm_backends = "ATEN,CPP"
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(),
@@ -37,8 +38,13 @@ print("RESULT " + json.dumps(inductor_flydsl.stats()))
 """
 
 
-def compile_once(db: Path, tmp: Path, shipped_root: Path | None = None) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+def compile_once(db: Path, shipped_root: Path | None = None) -> dict:
+    """One compile in a fresh process; Inductor's cache dir the test run's (only its C++
+    builds reused: every cache that could answer in place of lowering or benchmarking
+    is off)."""
+    builds = run_builds()
+    assert builds is not None
+    env = {**os.environ, **builds_only_vars(builds),
            "INDUCTOR_FLYDSL_SHIPPED": "0" if shipped_root is None else "1"}
     if shipped_root is not None:
         env["PYTHONPATH"] = os.pathsep.join(
@@ -66,7 +72,7 @@ def _drop_one_loser_per_problem(db: Path) -> int:
 
 def test_partial_hit_is_served_in_full_next_time(tmp_path: Path) -> None:
     recorded = tmp_path / "recorded.db"
-    first = compile_once(recorded, tmp_path / "c0")
+    first = compile_once(recorded)
     assert first["recorded"] == 2 and first["errors"] == 0
     dropped = _drop_one_loser_per_problem(recorded)
     assert dropped == 2
@@ -76,9 +82,9 @@ def test_partial_hit_is_served_in_full_next_time(tmp_path: Path) -> None:
     shutil.copy(recorded, package / "test.db")
 
     user = tmp_path / "user.db"
-    second = compile_once(user, tmp_path / "c1", package.parent)
+    second = compile_once(user, package.parent)
     assert (second["partial_hits"], second["benchmarked"], second["recorded"]) == (2, 2, 2)
-    third = compile_once(user, tmp_path / "c2", package.parent)
+    third = compile_once(user, package.parent)
     assert (third["hits"], third["partial_hits"], third["benchmarked"]) == (2, 0, 0)
     # the served candidates' rows say where they came from
     conn = sqlite3.connect(user)

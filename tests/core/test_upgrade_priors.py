@@ -5,8 +5,8 @@ Two real torch releases: the other one is a Python environment named by
 the newest torch installable here (2.14.1), and ``scripts/run_tests.sh`` runs this test
 there with the variable naming the main environment (torch 2.13.0): recorded with the
 older release, compiled with the newer, as an upgrade goes. Every compile is real
-``torch.compile(mode="max-autotune")`` in its own process, with its own Inductor cache, on
-a real SQLite file.
+``torch.compile(mode="max-autotune")`` in its own process (only the C++ builds of the test run
+shared), on a real SQLite file.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import run_for_result
+from tests.conftest import builds_only_vars, run_builds, run_for_result
 
 ENV_OTHER = "INDUCTOR_FLYDSL_OTHER_PYTHON"
 
@@ -32,6 +32,7 @@ import torch._inductor.config as ic
 import inductor_flydsl
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.freezing = True
+ic.autotune_local_cache = False  # the test run's shared cache dir: no timings from it
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                             torch.nn.Linear(128, 32)).eval()
@@ -50,10 +51,15 @@ def other_python() -> str:
     return path
 
 
-def compile_with(python: str, db: Path, cache: Path, **env: str) -> dict:
+def compile_with(python: str, db: Path, **env: str) -> dict:
+    """One compile in a fresh process of ``python``; Inductor's cache dir the test run's
+    (only its C++ builds reused: every cache that could answer in place of lowering or
+    benchmarking is off; the builds of two torch releases never share a key)."""
+    builds = run_builds()
+    assert builds is not None
     return run_for_result(
         [python, "-c", COMPILE, str(db)],
-        {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INDUCTOR_FLYDSL_SHIPPED": "0",
+        {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0",
          "INDUCTOR_FLYDSL_PRIORS": "1", **env}, 1200, f"{python} compile")
 
 
@@ -61,7 +67,7 @@ def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(
         tmp_path: Path) -> None:
     other = other_python()
     db = tmp_path / "t.db"
-    old = compile_with(other, db, tmp_path / "c0")
+    old = compile_with(other, db)
     if old["torch"] == torch.__version__:
         pytest.skip(f"{other} has the same torch ({old['torch']})")
     assert old["stats"]["recorded"] == 2 and old["stats"]["prior_hits"] == 0
@@ -70,7 +76,7 @@ def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(
 
     # the upgraded compile: no exact winner (the ATen and C++ rows depend on torch), so
     # each GEMM benchmarks the prior's short list and records exact rows for this torch
-    new = compile_with(sys.executable, db, tmp_path / "c1")["stats"]
+    new = compile_with(sys.executable, db)["stats"]
     assert (new["hits"], new["misses"], new["prior_hits"]) == (0, 2, 2)
     assert new["benchmarked"] == 2 and new["recorded"] == 2 and new["errors"] == 0
     assert all(d["source"] == f"prior:{db}" for d in new["decisions"])
@@ -91,7 +97,7 @@ def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(
             assert any("torch" in change for change in recorded["changes"])
 
     # the next compile with this torch is served exactly: nothing benchmarked
-    again = compile_with(sys.executable, db, tmp_path / "c2")["stats"]
+    again = compile_with(sys.executable, db)["stats"]
     assert (again["hits"], again["prior_hits"], again["benchmarked"]) == (2, 0, 0)
 
     # db show names the record that served as the prior and its versions
@@ -108,8 +114,7 @@ def test_upgraded_torch_benchmarks_the_priors_short_list_then_serves_exact(
         old["torch"]
 
     # priors off (the default): the upgraded compile autotunes everything
-    off = compile_with(sys.executable, untouched, tmp_path / "c3",
-                       INDUCTOR_FLYDSL_PRIORS="0")["stats"]
+    off = compile_with(sys.executable, untouched, INDUCTOR_FLYDSL_PRIORS="0")["stats"]
     assert (off["prior_hits"], off["misses"], off["benchmarked"]) == (0, 2, 2)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.provenance.software import templates_dir
-from tests.conftest import run_for_result
+from tests.conftest import builds_only_vars, run_builds, run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +36,7 @@ from inductor_flydsl.provenance.software import template_source_hash
 provider.runtime_target = lambda device: ("gfx950", [])  # offer the candidates on CPU
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.freezing = True
+ic.autotune_local_cache = False  # the test run's shared cache dir: no timings from it
 ic.max_autotune_gemm_backends = "ATEN,CPP,FLYDSL"
 # fp16 linears stay addmm (FlyDSL takes addmm, the C++ template competes) as on every x86
 # CPU without AVX512-FP16; on one with it (Sapphire Rapids) Inductor would pack them for
@@ -56,7 +57,12 @@ print("RESULT " + json.dumps({"stats": inductor_flydsl.stats(),
 
 
 def compile_once(db: Path, cache: Path, pythonpath: Path | None = None) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INDUCTOR_FLYDSL_SHIPPED": "0",
+    """One compile in a fresh process: FlyDSL's runtime cache in ``cache``, Inductor's
+    cache dir the test run's (only its C++ builds reused: every cache that could answer
+    in place of lowering or benchmarking is off)."""
+    builds = run_builds()
+    assert builds is not None
+    env = {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0",
            "INDUCTOR_FLYDSL_PRIORS": "1",  # opt-in: the short list from the prior
            "INDUCTOR_FLYDSL_BUILD_JOBS": "2", "FLYDSL_RUNTIME_CACHE_DIR": str(cache / "fly")}
     if pythonpath is not None:

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from tests.conftest import builds_only_vars, run_builds
+
 pytest.importorskip("flydsl")
 
 MOE = r"""
@@ -34,6 +36,7 @@ if sys.argv[2] == "offer":
 routing.set_active(sys.argv[3])  # what a sweep item's routing does
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.max_autotune_gemm_backends = "ATEN,FLYDSL"
+ic.autotune_local_cache = False  # the test run's shared cache dir: no timings from it
 torch.manual_seed(0)
 G, K, N = 4, 128, 64
 w = torch.randn(G, K, N, dtype=torch.bfloat16)
@@ -50,8 +53,13 @@ print(json.dumps({"stats": inductor_flydsl.stats(),
 """
 
 
-def _run(db: Path, cache: Path, mode: str, routed: str = "inductor") -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INDUCTOR_FLYDSL_SHIPPED": "0"}
+def _run(db: Path, mode: str, routed: str = "inductor") -> dict:
+    """One compile in a fresh process; Inductor's cache dir the test run's (only its C++
+    builds reused: every cache that could answer in place of lowering or benchmarking
+    is off)."""
+    builds = run_builds()
+    assert builds is not None
+    env = {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0"}
     proc = subprocess.run([sys.executable, "-c", MOE, str(db), mode, routed],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -60,7 +68,7 @@ def _run(db: Path, cache: Path, mode: str, routed: str = "inductor") -> dict:
 
 @pytest.mark.slow  # > 20 s on 2 cores
 def test_cpu_grouped_mm_alone_is_not_recorded(tmp_path: Path) -> None:
-    data = _run(tmp_path / "t.db", tmp_path / "c", "plain")
+    data = _run(tmp_path / "t.db", "plain")
     assert data["stats"]["misses"] == 0 and data["stats"]["recorded"] == 0
     assert data["builds"] == 0
 
@@ -68,7 +76,7 @@ def test_cpu_grouped_mm_alone_is_not_recorded(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_grouped_problem_recorded_then_served(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
-    first = _run(db, tmp_path / "c1", "offer")
+    first = _run(db, "offer")
     assert first["stats"]["misses"] == 1 and first["stats"]["recorded"] == 1
     assert first["builds"] >= 2  # the grouped candidates were cross-compiled in parallel
     (decision,) = first["stats"]["decisions"]
@@ -87,20 +95,20 @@ def test_grouped_problem_recorded_then_served(tmp_path: Path) -> None:
     assert a["size"] == [160, 128] and b["size"] == [4, 128, 64] and offs["size"] == [4]
     assert offs["dtype"] == "int32"
 
-    second = _run(db, tmp_path / "c2", "offer")
+    second = _run(db, "offer")
     assert second["stats"]["hits"] == 1 and second["stats"]["benchmarked"] == 0
     assert second["builds"] == 0  # the served winner is ATen: no FlyDSL build
     assert second["stats"]["decisions"][0]["source"].startswith("db:")
 
     # A sweep measures the same GEMM under Zipf routing: Inductor benchmarks on Zipf
     # offsets and the selection is keyed with routing=zipf.
-    zipf = _run(db, tmp_path / "c3", "offer", "zipf")
+    zipf = _run(db, "offer", "zipf")
     assert zipf["stats"]["misses"] == 1 and zipf["stats"]["recorded"] == 1
     (routed,) = zipf["stats"]["decisions"]
     assert routed["problem"] == "grouped_mm bfloat16 4x160x64x128 nn routing=zipf"
     assert routed["problem_id"] != decision["problem_id"]
     # A plain compile is now served the best worst case over both routings.
-    third = _run(db, tmp_path / "c4", "offer")
+    third = _run(db, "offer")
     assert third["stats"]["hits"] == 1 and third["stats"]["benchmarked"] == 0
     source = third["stats"]["decisions"][0]["source"]
     assert "routings inductor,zipf" in source and third["builds"] == 0

@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import isolated_env
+from tests.conftest import SHARED_BUILDS_MARK, isolated_env, run_builds
 
 
 def sweep_env(root: Path, **extra: str) -> dict[str, str]:
-    """A child environment with its own caches, no shipped DB and no plugin auto-enable.
-    Sweeps run at once on a busy machine (``--on-busy record``) unless a test asks
-    otherwise: only tests/core/test_noisy_timings.py is about busyness."""
-    return isolated_env(root, **{"INDUCTOR_FLYDSL_ON_BUSY": "record", **extra})
+    """A child environment with its own per-user cache dir, no shipped DB and no plugin
+    auto-enable. Sweeps run at once on a busy machine (``--on-busy record``) unless a test
+    asks otherwise: only tests/core/test_noisy_timings.py is about busyness.
+
+    Inductor's cache dir is the test run's shared one (``run_builds``): a sweep worker
+    turns off every Inductor cache that could answer in place of lowering or benchmarking
+    (the FX graph and autotune caches, ``sweep/worker.py``; the AOTAutograd cache here),
+    so what a sweep shares with the run's other processes is the C++ builds of identical
+    kernel sources, about 60 % of a cold CPU compile."""
+    env = isolated_env(root, run_builds(), **{"INDUCTOR_FLYDSL_ON_BUSY": "record", **extra})
+    env.pop(SHARED_BUILDS_MARK, None)  # compile_model.py's flag; a sweep needs none
+    return env
 
 
 FAULTS_DIR = Path(__file__).resolve().parents[1] / "faults"
