@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, isolated_env, run_for_result
+from tests.conftest import PRODUCT_DEFAULTS, REPO, isolated_env, run_for_result
 
 README = REPO / "README.md"
 
@@ -34,7 +34,8 @@ def test_first_example_records_then_serves(tmp_path: Path) -> None:
                              "inductor_flydsl.stats().as_dict()))\n")
     runs = []
     for run in ("first", "second"):
-        env = isolated_env(tmp_path, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache_{run}"))
+        env = isolated_env(tmp_path, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache_{run}"),
+                           **PRODUCT_DEFAULTS)
         runs.append(run_for_result([sys.executable, str(script)], env, 600,
                                    f"the README example ({run} run)"))
     first, second = runs

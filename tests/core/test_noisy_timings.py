@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import PRODUCT_DEFAULTS
 from tests.sweep.conftest import run_cli, sweep_env, sweep_json
 
 ITEM_CSV = "op,M,N,K,batch,dtype,layout\nlinear,64,256,256,1,float32,nt\n"
@@ -151,7 +152,7 @@ def test_noisy_run_is_flagged_and_never_replaces_the_quiet_winner(tmp_path: Path
 
 
 def _hog_scenario(tmp_path: Path, cpu: int) -> None:
-    env = sweep_env(tmp_path, OMP_NUM_THREADS="1")
+    env = sweep_env(tmp_path, OMP_NUM_THREADS="1", **PRODUCT_DEFAULTS)  # 5 samples each
     csv = tmp_path / "item.csv"
     csv.write_text(ITEM_CSV)
     quiet_db, noisy_db = tmp_path / "quiet.db", tmp_path / "noisy.db"
