@@ -109,12 +109,14 @@ def load_script(name: str) -> ModuleType:
     spec.loader.exec_module(module)
     return module
 
-def builds_only_vars(builds: Path) -> dict[str, str]:
-    """A child's environment variables that make ``builds`` its Inductor cache dir with
+def builds_only_vars(builds: Path | None = None) -> dict[str, str]:
+    """A child's environment variables that make ``builds`` (default: the test run's,
+    ``run_builds``) its Inductor cache dir with
     the FX graph and AOTAutograd caches off. The autotune-timing cache has no variable:
     the child must turn it off itself (compile_model.py's ``--no-inductor-caches``, a
     sweep worker always), or patch ``lookup`` as a steered child does."""
-    return {"TORCHINDUCTOR_CACHE_DIR": str(builds), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+    return {"TORCHINDUCTOR_CACHE_DIR": str(builds or run_builds()),
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
             "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
 
 
@@ -193,10 +195,11 @@ def shared_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run_builds() -> Path | None:
-    """The ``shared_builds`` dir of this test run (None outside a pytest session)."""
+def run_builds() -> Path:
+    """The ``shared_builds`` dir of this test run (set once the session has started)."""
     value = os.environ.get(_RUN_BUILDS_DIR)
-    return Path(value) if value else None
+    assert value, "run_builds() before the session fixture shared_builds ran"
+    return Path(value)
 
 
 @contextlib.contextmanager
@@ -212,7 +215,6 @@ def builds_only_cache() -> Iterator[None]:
     import torch._inductor.config as inductor_config
 
     builds = run_builds()
-    assert builds is not None, "builds_only_cache() outside a pytest session"
     previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(builds)
     try:

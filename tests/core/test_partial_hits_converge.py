@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import builds_only_vars, run_builds, run_for_result
+from tests.conftest import builds_only_vars, run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +42,7 @@ def compile_once(db: Path, shipped_root: Path | None = None) -> dict:
     """One compile in a fresh process; Inductor's cache dir the test run's (only its C++
     builds reused: every cache that could answer in place of lowering or benchmarking
     is off)."""
-    builds = run_builds()
-    assert builds is not None
-    env = {**os.environ, **builds_only_vars(builds),
+    env = {**os.environ, **builds_only_vars(),
            "INDUCTOR_FLYDSL_SHIPPED": "0" if shipped_root is None else "1"}
     if shipped_root is not None:
         env["PYTHONPATH"] = os.pathsep.join(

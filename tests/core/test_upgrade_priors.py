@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import builds_only_vars, run_builds, run_for_result
+from tests.conftest import builds_only_vars, run_for_result
 
 ENV_OTHER = "INDUCTOR_FLYDSL_OTHER_PYTHON"
 
@@ -55,11 +55,9 @@ def compile_with(python: str, db: Path, **env: str) -> dict:
     """One compile in a fresh process of ``python``; Inductor's cache dir the test run's
     (only its C++ builds reused: every cache that could answer in place of lowering or
     benchmarking is off; the builds of two torch releases never share a key)."""
-    builds = run_builds()
-    assert builds is not None
     return run_for_result(
         [python, "-c", COMPILE, str(db)],
-        {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0",
+        {**os.environ, **builds_only_vars(), "INDUCTOR_FLYDSL_SHIPPED": "0",
          "INDUCTOR_FLYDSL_PRIORS": "1", **env}, 1200, f"{python} compile")
 
 

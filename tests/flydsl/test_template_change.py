@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.provenance.software import templates_dir
-from tests.conftest import builds_only_vars, run_builds, run_for_result
+from tests.conftest import builds_only_vars, run_for_result
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,7 @@ def compile_once(db: Path, cache: Path, pythonpath: Path | None = None) -> dict:
     """One compile in a fresh process: FlyDSL's runtime cache in ``cache``, Inductor's
     cache dir the test run's (only its C++ builds reused: every cache that could answer
     in place of lowering or benchmarking is off)."""
-    builds = run_builds()
-    assert builds is not None
-    env = {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0",
+    env = {**os.environ, **builds_only_vars(), "INDUCTOR_FLYDSL_SHIPPED": "0",
            "INDUCTOR_FLYDSL_PRIORS": "1",  # opt-in: the short list from the prior
            "INDUCTOR_FLYDSL_BUILD_JOBS": "2", "FLYDSL_RUNTIME_CACHE_DIR": str(cache / "fly")}
     if pythonpath is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from tests.conftest import builds_only_vars, run_builds
+from tests.conftest import builds_only_vars
 
 pytest.importorskip("flydsl")
 
@@ -57,9 +57,7 @@ def _run(db: Path, mode: str, routed: str = "inductor") -> dict:
     """One compile in a fresh process; Inductor's cache dir the test run's (only its C++
     builds reused: every cache that could answer in place of lowering or benchmarking
     is off)."""
-    builds = run_builds()
-    assert builds is not None
-    env = {**os.environ, **builds_only_vars(builds), "INDUCTOR_FLYDSL_SHIPPED": "0"}
+    env = {**os.environ, **builds_only_vars(), "INDUCTOR_FLYDSL_SHIPPED": "0"}
     proc = subprocess.run([sys.executable, "-c", MOE, str(db), mode, routed],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
