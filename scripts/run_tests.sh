@@ -59,6 +59,8 @@ VLLM_PY=".venv-vllm/bin/python"
 BESIDE=(tests/core/test_upgrade_priors.py tests/core/test_fusion_replay_cpu.py)
 NEXT_MARKS="not serial and (not slow or both_releases)"
 THIS="$("$PY" -c 'import sys; print(sys.executable)')"
+NEXT_TORCH=""  # the second release, as its runs' headers name it
+if [ -x "$NEXT" ]; then NEXT_TORCH="$("$NEXT" -c 'import torch; print("torch", torch.__version__)')"; fi
 BESIDE_LOG=""
 BESIDE_PID=""
 OTHER_CPUS="$("$PY" -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:-1])))')"
@@ -71,7 +73,7 @@ beside_serial() {  # the vLLM tests, then BESIDE under the second release; the f
     taskset -c "$OTHER_CPUS" "$VLLM_PY" -m pytest -q -p no:cacheprovider tests/vllm_client || rc=$?
   fi
   if [ -x "$NEXT" ]; then
-    echo "== ${BESIDE[*]} with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
+    echo "== ${BESIDE[*]} with $NEXT_TORCH ($NEXT)"
     local next_rc=0
     INDUCTOR_FLYDSL_OTHER_PYTHON="$THIS" taskset -c "$OTHER_CPUS" "$NEXT" -m pytest -q \
       -p no:cacheprovider -m "$NEXT_MARKS" "${BESIDE[@]}" || next_rc=$?
@@ -117,7 +119,7 @@ finish_beside() {
 if [ "$SERIAL_RC" != 0 ]; then finish_beside; exit "$SERIAL_RC"; fi
 
 if [ -x "$NEXT" ]; then
-  echo "== the Inductor-integration tests again with $("$NEXT" -c 'import torch; print("torch", torch.__version__)') ($NEXT)"
+  echo "== the Inductor-integration tests again with $NEXT_TORCH ($NEXT)"
   if [ "$PINNED" = 1 ]; then  # BESIDE ran beside the serial tests
     for path in "${BESIDE[@]}"; do IGNORE+=(--ignore "$path"); done
   fi

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from unittest import mock
 
 import pytest
 import torch
@@ -95,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # isolated_env(builds=...): marks an environment whose compile_model.py run must turn
 # Inductor's other caches off (run_compile_model passes --no-inductor-caches)
-SHARED_BUILDS_MARK = "_TESTS_SHARED_INDUCTOR_BUILDS"
+_SHARED_BUILDS = "_TESTS_SHARED_INDUCTOR_BUILDS"
 
 
 
@@ -109,12 +110,13 @@ def load_script(name: str) -> ModuleType:
     spec.loader.exec_module(module)
     return module
 
+
 def builds_only_vars(builds: Path | None = None) -> dict[str, str]:
     """A child's environment variables that make ``builds`` (default: the test run's,
-    ``run_builds``) its Inductor cache dir with
-    the FX graph and AOTAutograd caches off. The autotune-timing cache has no variable:
-    the child must turn it off itself (compile_model.py's ``--no-inductor-caches``, a
-    sweep worker always), or patch ``lookup`` as a steered child does."""
+    ``run_builds``) its Inductor cache dir with the FX graph and AOTAutograd caches off.
+    The autotune-timing cache has no variable: the child must turn it off itself
+    (compile_model.py's ``--no-inductor-caches``, a sweep worker always), or patch
+    ``lookup`` as a steered child does."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(builds or run_builds()),
             "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
             "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
@@ -136,7 +138,7 @@ def isolated_env(tmp: Path, builds: Path | None = None, **extra: str) -> dict[st
                 "XDG_CACHE_HOME": str(tmp / "xdg_cache"),
                 "INDUCTOR_FLYDSL_SHIPPED": "0", "INDUCTOR_FLYDSL_REPEATS": SUITE_REPEATS})
     if builds is not None:
-        env.update({**builds_only_vars(builds), SHARED_BUILDS_MARK: "1"})
+        env.update({**builds_only_vars(builds), _SHARED_BUILDS: "1"})
     env.update(extra)
     return env
 
@@ -146,7 +148,7 @@ def compile_model_command(args: list[str], env: dict[str, str],
     """The command line and environment that run scripts/compile_model.py with ``args``
     in ``env`` (an ``isolated_env``; with its ``builds``: ``--no-inductor-caches``)."""
     env = dict(env)
-    if env.pop(SHARED_BUILDS_MARK, None):
+    if env.pop(_SHARED_BUILDS, None):
         args = [*args, "--no-inductor-caches"]
     return [sys.executable, str(COMPILE_MODEL), *args], env
 
@@ -214,18 +216,10 @@ def builds_only_cache() -> Iterator[None]:
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
-    builds = run_builds()
-    previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(builds)
-    try:
-        with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
-                functorch_config.patch(enable_autograd_cache=False):
-            yield
-    finally:
-        if previous is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
+    with mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": str(run_builds())}), \
+            inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        yield
 
 
 @pytest.fixture

@@ -163,7 +163,7 @@ def _hog_scenario(tmp_path: Path, cpu: int) -> None:
 
     # the hog on the sweep's CPU only: the sweep measures the CPUs it may run on (its
     # affinity, the pinned one); loops on the others would only slow down what runs
-    # beside this test (run_tests.sh: the vLLM tests, pinned there)
+    # beside this test (run_tests.sh: the vLLM tests and two more files, pinned there)
     with cpu_hog(HOG_S, {cpu}):
         hog_started = time.monotonic()
         summary = _sweep(["--shapes", str(csv), "--db", str(noisy_db), "--on-busy", "wait",

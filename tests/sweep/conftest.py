@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_BUILDS_MARK, isolated_env, run_builds
+from tests.conftest import builds_only_vars, isolated_env
 
 
 def sweep_env(root: Path, **extra: str) -> dict[str, str]:
@@ -23,9 +23,8 @@ def sweep_env(root: Path, **extra: str) -> dict[str, str]:
     (the FX graph and autotune caches, ``sweep/worker.py``; the AOTAutograd cache here),
     so what a sweep shares with the run's other processes is the C++ builds of identical
     kernel sources, about 60 % of a cold CPU compile."""
-    env = isolated_env(root, run_builds(), **{"INDUCTOR_FLYDSL_ON_BUSY": "record", **extra})
-    env.pop(SHARED_BUILDS_MARK, None)  # compile_model.py's flag; a sweep needs none
-    return env
+    return isolated_env(root, **{**builds_only_vars(), "INDUCTOR_FLYDSL_ON_BUSY": "record",
+                                 **extra})
 
 
 FAULTS_DIR = Path(__file__).resolve().parents[1] / "faults"
