@@ -50,6 +50,7 @@ from . import (
     fusion_replay,
     internals,
     plugin_state,
+    triton_stream,
 )
 from .lookup import preprocess_choices
 from .plugin_state import PluginState, report_error
@@ -81,8 +82,9 @@ _original_selector_class: type | None = None
 def install(state: PluginState) -> None:
     """Activate ``state``: the selector's class swapped, the preprocessing function and
     the feedback saver registered (once per process: they stay, doing nothing while the
-    plugin is off), the post-fusion observer, the fusion-replay patches
-    (``internals.PATCHES``) and the epilogue-fusion pass installed; :func:`uninstall`
+    plugin is off), the post-fusion observer, the fusion-replay patches and, under a
+    torch that binds a Triton call's stream early, its backport (``internals.PATCHES``)
+    and the epilogue-fusion pass installed; :func:`uninstall`
     takes out all but the two registered functions."""
     global _original_selector_class
     cache = internals.get_algorithm_selector_cache()
@@ -97,6 +99,7 @@ def install(state: PluginState) -> None:
     fusion_observer.set_sink(record_epilogue, report_error)
     fusion_observer.install_observer()
     fusion_replay.install()
+    triton_stream.install()
     epilogue_fusion.install_pass(_fusion_gate, report_error,
                                  lambda n: state.stats.bump("epilogue_fusions", n))
     compile_summary.install()
@@ -111,6 +114,7 @@ def uninstall() -> PluginState | None:
     fusion_observer.set_sink(None)
     fusion_observer.uninstall_observer()
     fusion_replay.uninstall()
+    triton_stream.uninstall()
     epilogue_fusion.uninstall_pass()
     cache = internals.get_algorithm_selector_cache()
     if isinstance(cache, PluginSelector) and _original_selector_class is not None:

@@ -95,6 +95,15 @@ INTERNALS: tuple[Internal, ...] = (
              "TIMING_SHAPES)", members=("benchmark",)),
     Internal("TritonTemplateCaller", _SA, "TritonTemplateCaller",
              "recognises Triton choices (candidates.backend_of)"),
+    Internal("TritonBenchmarkRequest", "torch._inductor.autotune_process",
+             "TritonBenchmarkRequest",
+             "make_run_fn wrapped where torch binds the stream before a graph capture opens "
+             "(torch 2.13): the call reads its stream when it runs (triton_stream.py)",
+             members=("make_run_fn",)),
+    Internal("get_interface_for_device", "torch._dynamo.device_interface",
+             "get_interface_for_device",
+             "the raw stream a backported Triton call reads when it runs (triton_stream.py)",
+             params=("device",)),
     Internal("InductorChoices", "torch._inductor.choices", "InductorChoices",
              "subclassed: the plugin's uuid() in the FX-graph-cache key"),
     Internal("V", "torch._inductor.virtualized", "V",
@@ -204,6 +213,7 @@ class Patch:
 
 
 FUSION_REPLAY = "inductor.fusion_replay"
+TRITON_STREAM = "inductor.triton_stream"
 WARM_UP = "sweep.warm_up"
 _WHILE_ON = "inductor_flydsl.disable()"
 _WARM_UP_END = "the warm-up's end (warm_up.finish)"
@@ -217,6 +227,12 @@ PATCHES: tuple[Patch, ...] = (
           "captures each fused template's time", _WHILE_ON),
     Patch("MultiTemplateBuffer", "swap_as_triton_caller", FUSION_REPLAY,
           "tells a captured time to its template", _WHILE_ON),
+    Patch("TritonBenchmarkRequest", "make_run_fn", TRITON_STREAM,
+          "backports torch 2.14.1's fix where torch binds the raw stream when the call is "
+          "made (2.13): a Triton choice's kernel is launched on the stream current when it "
+          "runs, so graph timing captures it instead of timing an empty graph; applied "
+          "only where the installed torch needs it; remove when 2.13 support ends",
+          _WHILE_ON),
     Patch("benchmarker", "benchmark_cpu", WARM_UP,
           "keeps the warm-up's background compiles off the CPUs while Inductor times a "
           "candidate", _WARM_UP_END),
@@ -461,8 +477,14 @@ def problems() -> list[str]:
     """What no longer holds in the installed torch, one line each (empty: all holds):
     names, parameters, config keys, the selector's registries, the call shapes the
     plugin relies on (``CALL_SHAPES``, the feedback saver's arguments) and the attributes
-    it replaces for a while (:data:`PATCHES`)."""
-    found: list[str] = []
+    it replaces for a while (:data:`PATCHES`); first, a torch release outside the
+    supported ones (``torch_range.py``)."""
+    import torch
+
+    from .torch_range import version_problem
+
+    unsupported = version_problem(str(torch.__version__))
+    found: list[str] = [unsupported] if unsupported else []
     for entry in INTERNALS:
         found += _check(entry)
     return (found + _check_config() + _check_selector() + _check_call_shapes()

@@ -1,0 +1,180 @@
+"""Graph timing captures every choice it claims to (issue 50): a stand-in capture records
+which stream each choice's kernel went to.
+
+There is no GPU here, so the GPU is a stand-in (``_standin_gpu``): a device interface
+registered for the ``meta`` device whose raw stream is the stand-in's current stream, a
+capture that switches that stream to its own while a function runs (as
+``Benchmarker.benchmark_gpu_with_cuda_graph`` runs one call inside ``torch.cuda.graph``
+on a side stream), and a Triton kernel stand-in (a real module file loaded through
+Inductor's ``PyCodeCache``) that records the stream it is launched on. Everything between
+is torch's own: ``TritonBenchmarkRequest.benchmark`` / ``make_run_fn`` and
+``ExternKernelCaller.benchmark`` with their graph-timing flag set, as
+``timing_parity.time_like_the_graph`` sets it.
+
+Under torch 2.13 the unpatched Triton call goes to the stream that was current before the
+capture (the timed replay would be empty); with the plugin on it goes into the capture
+(``triton_stream.py``, the backport of torch 2.14.1's fix). Under torch 2.14.1 (this file
+runs under both releases) the call is captured with the plugin off or on, and nothing of
+torch's is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import inductor_flydsl
+from inductor_flydsl.inductor import internals, patches, triton_stream
+
+ORDINARY_STREAM, CAPTURE_STREAM = 11, 77
+
+KERNEL_MODULE = '''
+import _standin_gpu
+
+
+class StandInTritonKernel:
+    """Launches record the stream they were given (a Triton kernel's ``run``)."""
+
+    def run(self, *args, stream, benchmark_run=False, warmup=False):
+        _standin_gpu.launched(stream)
+
+
+kernel = StandInTritonKernel()
+'''
+
+
+class StandInGPU:
+    """The stand-in device: its current raw stream, a graph capture, the launches seen."""
+
+    def __init__(self) -> None:
+        self.current = ORDINARY_STREAM
+        self.launches: list[tuple[int, bool]] = []  # (stream, inside a capture)
+        self.capturing = False
+
+    def launched(self, stream: int) -> None:
+        self.launches.append((stream, self.capturing))
+
+    def capture_and_time(self, fn: Callable[[], Any], **_: Any) -> float:
+        """What ``benchmark_gpu_with_cuda_graph`` does: one call of ``fn`` captured on a
+        side stream (the capture's stream current meanwhile), then the replay timed."""
+        self.current, self.capturing = CAPTURE_STREAM, True
+        try:
+            fn()
+        finally:
+            self.current, self.capturing = ORDINARY_STREAM, False
+        return 1.0
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[StandInGPU]:
+    from torch._dynamo import device_interface
+
+    standin = StandInGPU()
+    module = types.ModuleType("_standin_gpu")
+    module.launched = standin.launched  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "_standin_gpu", module)
+    base = device_interface.get_interface_for_device("cpu")
+
+    class StandInInterface(base):  # type: ignore[misc, valid-type]
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return standin.current
+
+    device_interface.get_interface_for_device("cpu")  # the registry initialised first
+    monkeypatch.setitem(device_interface.device_interfaces, "meta", StandInInterface)
+    monkeypatch.setattr(internals.benchmarker, "benchmark_gpu_with_cuda_graph",
+                        standin.capture_and_time)
+    yield standin
+
+
+def _triton_request(tmp_path: Path) -> Any:
+    import torch._inductor.runtime.triton_heuristics  # make_run_fn reads it
+    from torch._inductor.autotune_process import TensorMeta, TritonBenchmarkRequest
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "standin_kernel.py"
+    path.write_text(KERNEL_MODULE)
+    meta = TensorMeta(device=torch.device("meta", 0), dtype=torch.float32, sizes=(4, 4),
+                      strides=(4, 1), offset=0)
+    request = TritonBenchmarkRequest("kernel", [meta, meta], meta, (), str(path),
+                                     f"standin-{tmp_path.name}", num_stages=1, num_warps=1)
+    request.benchmark_with_cudagraphs = True  # what TritonTemplateCaller.benchmark sets
+    return request
+
+
+def _benchmark_triton(tmp_path: Path) -> None:
+    request = _triton_request(tmp_path)
+    a, b, out = (torch.empty(4, 4, device="meta") for _ in range(3))
+    request.benchmark(a, b, out=out)
+
+
+@contextlib.contextmanager
+def _plugin_on(tmp_path: Path) -> Iterator[None]:
+    inductor_flydsl.enable(tmp_path / "t.db", "readwrite")
+    try:
+        yield
+    finally:
+        inductor_flydsl.disable()
+
+
+def test_a_triton_choice_timed_by_graph_is_launched_inside_the_capture(
+        gpu: StandInGPU, tmp_path: Path) -> None:
+    early = triton_stream.binds_stream_early()
+    _benchmark_triton(tmp_path / "off")
+    # plugin off: torch as it is; under 2.13 the launch misses the capture's stream
+    assert gpu.launches == [(ORDINARY_STREAM if early else CAPTURE_STREAM, True)]
+    gpu.launches.clear()
+    with _plugin_on(tmp_path):
+        assert patches.is_applied(triton_stream.OWNER, triton_stream.ATTR) == early
+        _benchmark_triton(tmp_path / "on")
+    assert gpu.launches == [(CAPTURE_STREAM, True)]
+    assert not patches.is_applied(triton_stream.OWNER, triton_stream.ATTR)  # put back
+
+
+def test_torch_2_13_binds_the_stream_early_and_2_14_1_does_not() -> None:
+    """The backport is applied exactly where torch lacks the fix: torch 2.13 builds a
+    partial with ``stream=`` bound; 2.14.1 reads the stream inside ``run_fn``."""
+    release = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:3])
+    assert triton_stream.binds_stream_early() == (release < (2, 14, 1))
+
+
+def test_an_eager_triton_call_keeps_its_stream(gpu: StandInGPU, tmp_path: Path) -> None:
+    """Outside a capture the backported call launches on the stream current then, as
+    before: eager timing is unchanged."""
+    request = _triton_request(tmp_path)
+    a, b, out = (torch.empty(4, 4, device="meta") for _ in range(3))
+    with _plugin_on(tmp_path):
+        fn = request.make_run_fn(a, b, out=out)
+        fn()
+    request.cleanup_run_fn()
+    assert gpu.launches == [(ORDINARY_STREAM, False)]
+
+
+def test_an_extern_choice_timed_by_graph_runs_inside_the_capture(gpu: StandInGPU) -> None:
+    """ATen (and FlyDSL, both extern choices) are called inside the capture: their
+    streams are read by the call itself (torch's current stream, FlyDSL's launcher reads
+    the raw stream of the output's device when it launches)."""
+    from torch._inductor.ir import FixedLayout
+    from torch._inductor.select_algorithm import ExternKernelCaller, ExternKernelChoice
+
+    seen: list[bool] = []
+
+    def mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        seen.append(gpu.capturing)
+        return torch.mm(a, b, out=out)
+
+    choice = ExternKernelChoice(mm, name="standin_mm", has_out_variant=True)
+    layout = FixedLayout(torch.device("cpu"), torch.float32, [4, 4])
+    caller = ExternKernelCaller(choice, [], layout, {}, has_out_variant=True)
+    caller._benchmark_with_cudagraphs = True  # what timing_parity sets
+    a, b, out = torch.randn(4, 4), torch.randn(4, 4), torch.empty(4, 4)
+    caller.benchmark(a, b, out=out)
+    assert seen and all(seen)  # every call (the correctness call too) inside the capture
+    torch.testing.assert_close(out, a @ b)
