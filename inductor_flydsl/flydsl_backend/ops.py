@@ -31,8 +31,10 @@ call).
 **A failure at run time never raises in the user's forward**: a FlyDSL kernel that does
 not build, load or launch when generated code calls the op (for instance after an
 FX-graph-cache hit, in a process where the build fails, or a module that cannot load
-inside a graph capture) is computed with ATen into ``out``, with one warning per kernel
-and process, ``stats()['runtime_fallbacks']`` and a refusal recorded in the tuning DB.
+inside a graph capture) is computed with ATen into ``out`` (grouped: ``torch._grouped_mm``;
+MX, which no ATen kernel takes on every torch and GPU: the operands dequantized on the
+device, then a float32 matmul), with one warning per kernel and process,
+``stats()['runtime_fallbacks']`` and a refusal recorded in the tuning DB.
 While Inductor benchmarks a candidate (:func:`strict_launches`), failures raise, so the
 candidate is excluded instead.
 
@@ -228,26 +230,44 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
                    config: str) -> None:
     """``out = torch._grouped_mm(a, b, offs)`` (2-D A, 3-D B) with the grouped template;
     rows past ``offs[-1]`` are left as they are. ``offs`` is read on the GPU only."""
-    runner = _runner(out.device)
-    from ..template_loader import load_template
+    try:
+        runner = _runner(out.device)
+        from ..template_loader import load_template
 
-    if out.numel() == 0:
-        return
-    # operands past the int32 offsets (checked at compile time for the problem's size)
-    # are computed with ATen by the template's launch
-    load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config), runner=runner)
+        if out.numel() == 0:
+            return
+        # operands past the int32 offsets (checked at compile time for the problem's
+        # size) are computed with ATen by the template's launch
+        load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config),
+                                             runner=runner)
+    except FALLBACK_ERRORS as exc:
+        if _strict.get():
+            raise
+        _fall_back("grouped_mm", config, out, exc)
+        out.copy_(torch._grouped_mm(a, b, offs=offs))
 
 
 def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                config: str) -> None:
-    runner = _runner(out.device)
-    from ..template_loader import load_template
+    op = "scaled_mm" if bias is None else "scaled_mm_bias"
+    try:
+        runner = _runner(out.device)
+        from ..template_loader import load_template
 
-    if out.numel() == 0:
-        return
-    load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
-                                    _parse_config(config, "gemm_mx"), runner=runner)
+        if out.numel() == 0:
+            return
+        load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
+                                        _parse_config(config, "gemm_mx"), runner=runner)
+    except FALLBACK_ERRORS as exc:
+        if _strict.get():
+            raise
+        _fall_back(op, config, out, exc)
+        # no ATen kernel takes these MX operands on every torch and GPU: dequantize on
+        # the device, then one float32 matmul
+        from ..numerics.mx import mx_product_into
+
+        mx_product_into(a, b, scale_a, scale_b, bias, out)
 
 
 def scaled_mm_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,

@@ -55,6 +55,38 @@ def dequantize(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return values * s[:rows, : k // BLOCK].repeat_interleave(BLOCK, dim=1)
 
 
+def _device_table(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(values, dtype=np.float32)).to(device)
+
+
+def dequantize_on_device(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """:func:`dequantize` in float32 with torch ops on the tensors' device (no host copy
+    of the operands, no host sync; capture safe): the element and scale codes looked up
+    in the formats' tables. float32 holds every element and every power-of-two scale
+    exactly; the run-time fallback of the MX ops computes with it."""
+    code = format_code(tensor)
+    raw = tensor.contiguous().view(torch.uint8)
+    if code == 4:
+        raw = torch.stack([raw & 0xF, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
+    values = _device_table(MX_FORMATS[code][2], raw.device)[raw.long()]
+    rows, k = values.shape
+    scales = _device_table(e8m0_to_f64(np.arange(256, dtype=np.uint8)), raw.device)
+    s = scales[scale.contiguous().view(torch.uint8)[:rows, : k // BLOCK].long()]
+    return values * s.repeat_interleave(BLOCK, dim=1)
+
+
+def mx_product_into(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                    scale_b: torch.Tensor, bias: torch.Tensor | None,
+                    out: torch.Tensor) -> None:
+    """``out = (A * 2^sa) @ (B * 2^sb) (+ bias)`` for the MX ops' operands (``b`` the
+    (K, N) K-contiguous view of a row-major (N, K) weight), dequantized on the device
+    and multiplied in float32: what an MX op computes when its kernel cannot run."""
+    product = dequantize_on_device(a, scale_a) @ dequantize_on_device(b.t(), scale_b).T
+    if bias is not None:
+        product = product + bias.float()
+    out.copy_(product)
+
+
 def _dequantized_product(a, b_t, scale_a, scale_b, bias):
     deq_a, deq_b = dequantize(a, scale_a), dequantize(b_t, scale_b)
     out = deq_a @ deq_b.T

@@ -119,6 +119,49 @@ def test_mx(emulated) -> None:
     validate_output("scaled_mm", (a, b, scale_a, scale_b), out, 1.0, 0.0)
 
 
+def test_grouped_and_mx_failures_in_the_forward_compute_with_aten(recorded, hip) -> None:
+    """Issue 50: the grouped and MX ops fall back as the dense ones do: a failed launch,
+    or a kernel not loaded yet inside a graph capture, is computed into ``out`` (grouped
+    with ``torch._grouped_mm``; MX dequantized on the device, then a float32 matmul),
+    with one warning per kernel, never an exception in the forward."""
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
+
+    a, b, offs, out = make_grouped_operands("bf16", "nt", [5, 0, 20], 64, 128)
+    hip.fail_next(launches=1)
+    with pytest.warns(TuningDBWarning, match="grouped_mm kernel .* computed with ATen"):
+        OPS.grouped_mm_out(a, b, offs, out=out, config=_config_json(DEFAULT_GROUPED[0]))
+    validate_output("grouped_mm", (a, b, offs), out, 1.0, 0.0)
+
+    for op, dtype in (("mm", "e4m3xe4m3_bf16"), ("addmm", "e2m1xe2m1_bf16")):
+        a, b, scale_a, scale_b, bias, out = make_mx_operands(dtype, op, 64, 128, 512)
+        config = _config_json(MX_REPRESENTATIVE)
+        hip.fail_next(launches=1)
+        with pytest.warns(TuningDBWarning, match="computed with ATen.*hipErrorLaunchFailure"):
+            if bias is None:
+                OPS.scaled_mm_out(a, b, scale_a, scale_b, out=out, config=config)
+            else:
+                OPS.scaled_mm_bias_out(a, b, scale_a, scale_b, bias, out=out, config=config)
+        inputs = (a, b, scale_a, scale_b) + (() if bias is None else (bias,))
+        validate_output("scaled_mm", inputs, out, 1.0, 0.0)
+
+    # not loaded yet, and its stream captures: nothing loads there, torch computes it
+    a, b, offs, out = make_grouped_operands("bf16", "nt", [7, 9], 64, 128)
+    during = hip.calls_during_capture()
+    with hip.capturing(), pytest.warns(TuningDBWarning, match="capturing a graph"):
+        OPS.grouped_mm_out(a, b, offs, out=out, config=_config_json(DEFAULT_GROUPED[1]))
+    assert hip.calls_during_capture() == during
+    validate_output("grouped_mm", (a, b, offs), out, 1.0, 0.0)
+
+
+def test_a_strict_grouped_or_mx_launch_still_raises(recorded, hip) -> None:
+    """While Inductor benchmarks a candidate a failure raises (the candidate is excluded),
+    as for the dense ops."""
+    a, b, offs, out = make_grouped_operands("bf16", "nt", [5, 20], 64, 128)
+    hip.fail_next(launches=1)
+    with strict_launches(), pytest.raises(RuntimeError, match="hipErrorLaunchFailure"):
+        OPS.grouped_mm_out(a, b, offs, out=out, config=_config_json(DEFAULT_GROUPED[0]))
+
+
 # ---- the launch path: no trace, no settings changed, errors raised, per device ---------
 def _mm(runner, config=SMALL, m: int = 32, out=None):
     a, b, _, fresh = make_operands("mm", "bf16", "nt", m, 64, 256)
