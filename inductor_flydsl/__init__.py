@@ -22,6 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+try:  # the package declares no torch requirement (docs/decisions.md): say what to install
+    import torch  # noqa: F401
+except ModuleNotFoundError as _exc:
+    if _exc.name != "torch":
+        raise
+    from .inductor.torch_range import MISSING_TORCH
+
+    raise ModuleNotFoundError(MISSING_TORCH, name="torch") from None
+
 from . import settings as settings_module
 from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
 from .settings import (
@@ -61,8 +70,9 @@ def enable(db_path: str | os.PathLike[str] | None = None,
     ``mode`` to ``$INDUCTOR_FLYDSL_MODE`` or ``readwrite``. Returns the settings in force.
 
     Failure policy (``docs/design.md``): a bad ``INDUCTOR_FLYDSL_*`` value, an incomplete
-    install of this package, or a torch that lacks an Inductor internal the plugin relies
-    on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
+    install of this package, a torch release outside the supported ones
+    (``inductor/torch_range.py``) or a torch that lacks an Inductor internal the plugin
+    relies on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
     warning naming the variable or module and the fix; the settings returned then say
     ``mode=off``. ``strict=True`` raises instead: :class:`SettingError` or
     :class:`PluginUnavailable`; it also raises :class:`SettingError` on an unknown
@@ -88,6 +98,9 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         settings = settings_from_env(db_path, mode)
         if settings.mode is Mode.OFF:
             return settings
+        unsupported = _torch_problem()
+        if unsupported is not None:
+            return _stay_off(PluginUnavailable(unsupported), db_path, strict)
         missing = _internals_problems()
         if missing:
             return _stay_off(PluginUnavailable(
@@ -169,6 +182,15 @@ def _stay_off(problem: Exception, db_path: str | os.PathLike[str] | None,
         asked = None
     path = Path(db_path).expanduser() if db_path is not None else (asked or default_db_path())
     return Settings(db_path=path, mode=Mode.OFF, use_shipped=False)
+
+
+def _torch_problem() -> str | None:
+    """The installed torch outside the supported releases (``inductor/torch_range.py``)."""
+    import torch
+
+    from .inductor.torch_range import version_problem
+
+    return version_problem(str(torch.__version__))
 
 
 _checked: list[str] | None = None

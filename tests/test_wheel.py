@@ -13,7 +13,9 @@ one folder named by a ``.pth`` file. Installing torch into each fresh venv inste
 about 40 s and 0.9 GB here (measured: ``python -m venv v && v/bin/pip install
 torch==2.13.0``); the links take well under a second and hold the same files. pip then
 installs the wheel with its dependencies for real (from the machine's configured package
-sources), so a dependency the wheel forgets to declare is missing there."""
+sources), so a dependency the wheel forgets to declare is missing there. The wheel
+declares no torch requirement (pip must never replace the user's torch: the plugin
+checks the release at run time), and nothing it requires brings one."""
 
 from __future__ import annotations
 
@@ -88,6 +90,10 @@ OPTIONAL_IMPORTS = {"pynvml": "NVIDIA's busyness probe for sweeps on NVIDIA GPUs
                               "(noise.py); absent, the probe reports nothing",
                     "vllm": "the plugin's pass joining vLLM's compile (inductor/vllm_passes.py,"
                             " called by vLLM's own plugin entry point, so only where vLLM is)"}
+# imported everywhere, yet never declared: the user's own build, checked at run time
+# (inductor/torch_range.py; importing the package without it says what to install)
+USER_PROVIDED = {"torch"}
+TORCHES = {"torch", "pytorch-triton-rocm", "triton"}  # what a torch requirement would pull
 
 
 @dataclass(frozen=True)
@@ -384,7 +390,8 @@ def test_declared_requirements_match_the_imports(installed_wheel: InstalledWheel
         if not name.endswith(".py"):
             continue
         module = name.removesuffix(".py").replace("/", ".")
-        allowed = required[""] | (required["report"] if module == REPORT_MODULE else set())
+        allowed = (required[""] | USER_PROVIDED
+                   | (required["report"] if module == REPORT_MODULE else set()))
         for top, guarded in _imports(archive.read(name).decode()):
             if top in sys.stdlib_module_names or top in OWN or top == "__future__":
                 continue
@@ -399,5 +406,33 @@ def test_declared_requirements_match_the_imports(installed_wheel: InstalledWheel
     assert undeclared == [], undeclared
     assert unguarded == [], unguarded
     assert required[""] - used == set(), "declared but never imported"
-    assert {"numpy", "pyyaml", "sqlite-utils", "rich", "sympy", "torch",
-            "flydsl"} <= required[""]
+    assert {"numpy", "pyyaml", "sqlite-utils", "rich", "sympy", "flydsl"} <= required[""]
+
+
+def test_wheel_declares_no_torch_and_pulls_none(installed_wheel: InstalledWheel) -> None:
+    """No ``Requires-Dist: torch`` line, in any extra, and none of what the wheel and its
+    extras require (as installed here, their own requirements in turn) requires torch:
+    ``pip install inductor-flydsl`` leaves the user's torch alone."""
+    archive = zipfile.ZipFile(installed_wheel.wheel)
+    metadata = archive.read(next(n for n in archive.namelist()
+                                 if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [line.removeprefix("Requires-Dist:").strip()
+                for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert requires and not [r for r in requires if _dist_key(Requirement(r).name) in TORCHES]
+    seen: dict[str, list[str]] = {}  # distribution -> the chain that requires it
+    todo = [(Requirement(r).name, ["inductor-flydsl"]) for r in requires]
+    while todo:
+        name, chain = todo.pop()
+        if _dist_key(name) in seen or _dist_key(name) == "inductor-flydsl":
+            continue
+        seen[_dist_key(name)] = chain
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here (a platform-marked one): nothing to follow
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append((requirement.name, [*chain, name]))
+    assert {"sqlite-utils", "flydsl", "pandas", "torchao"} <= set(seen)  # extras followed
+    assert not {k: v for k, v in seen.items() if k in TORCHES}, "a requirement brings torch"
