@@ -22,6 +22,7 @@ from ..performance.ranking import RankedConfig, preselect, rank, stored_first, t
 from ..performance.short_lists import shipped_short_list
 from ..performance.traffic import model_shape
 from ..problems.problem import Problem
+from ..timing.timing_modes import GPU_TIMING_MODES, GRAPH, TimingMode
 from .configs import DEFAULT_GROUPED, default_configs, exhaustive, fits, prune_for_shape
 from .eligibility import GROUPED_OP, TORCH_TO_TEMPLATE_DTYPE
 from .mx_eligibility import MX_OP, mx_candidate_configs, variant_dtype
@@ -83,12 +84,15 @@ def model_variant(problem: Problem) -> tuple[str, str, str, str]:
 
 
 def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      epilogue: Any = None, accept: Callable[[Any], bool] | None = None
-                      ) -> list[RankedConfig] | None:
-    """Every eligible config of the DEFAULT search space, fastest predicted first (see
+                      epilogue: Any = None, accept: Callable[[Any], bool] | None = None,
+                      timing: TimingMode = GRAPH) -> list[RankedConfig] | None:
+    """Every eligible config of the DEFAULT search space, fastest predicted first under
+    ``timing`` (how the selection times its choices, as the compiled graph runs them: a
+    launch costs the GPU's gap under ``graph``, its host dispatch under ``eager``; see
     ``performance/ranking.py``); None when there is no preselection: top-k is 0, the
     search space is EXHAUSTIVE (every config is tried), the catalog has no figure of any
-    of them, or the model fails."""
+    of them, or the model fails. The shipped short lists were ranked for graph timing:
+    they lead only a graph-timed selection's list."""
     if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
         return None
     eligible = [c for c in pruned_configs(problem, arch, search_space="DEFAULT",
@@ -97,11 +101,13 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
     template, op, dtype, layout = model_variant(problem)
     try:
         ranked = rank(eligible, model_shape(problem, epilogue), arch=arch, template=template,
-                      op=op, dtype=dtype, layout=layout)
+                      op=op, dtype=dtype, layout=layout, timing=model_timing(timing))
         if not any(r.prediction is not None for r in ranked):
             return None  # no catalog figures: no basis to preselect on
-        # the shipped lists rank the plain GEMM: a fused epilogue's traffic is ranked here
-        stored = [] if epilogue is not None else shipped_short_list(problem.id, arch)
+        # the shipped lists rank the plain GEMM under graph timing: a fused epilogue's
+        # traffic, or another timing mode, is ranked here
+        stored = [] if epilogue is not None or model_timing(timing) != GRAPH else \
+            shipped_short_list(problem.id, arch)
         return stored_first(ranked, stored) if stored else ranked
     except Exception as exc:  # the model must never cost a compile its FlyDSL choices
         log.warning("inductor_flydsl: performance model failed for %s (%s: %s); offering "
@@ -122,7 +128,7 @@ class Offer:
 
 def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
           limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-          accept: Callable[[Any], bool] | None = None) -> Offer:
+          accept: Callable[[Any], bool] | None = None, timing: TimingMode = GRAPH) -> Offer:
     """What an eligible ``problem`` on ``arch`` is offered.
 
     The candidates are the model's ``INDUCTOR_FLYDSL_TOP_K`` best, then the rest of the
@@ -130,11 +136,12 @@ def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     made before the model, or with top-k off, still finds every candidate it measured. With
     no record, only the preselected ones are benchmarked (``inductor/lookup.py``); the
     others only when a record serves them. ``accept`` (a config's own constraint, e.g. an
-    epilogue's) applies before the preselection."""
+    epilogue's) applies before the preselection; ``timing`` is the selection's timing
+    mode, which the model ranks by."""
     pruned = [c for c in pruned_configs(problem, arch, search_space=search_space,
                                         limit=limit) if accept is None or accept(c)]
     ranked = ranked_candidates(problem, arch, search_space=search_space, epilogue=epilogue,
-                               accept=accept)
+                               accept=accept, timing=timing)
     if ranked is None:
         return Offer(pruned, 0, None)
     best = preselect(ranked, min(top_k(), limit))
@@ -143,12 +150,19 @@ def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
 
 def offered_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
                     limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-                    accept: Callable[[Any], bool] | None = None) -> tuple[list[Any], int]:
+                    accept: Callable[[Any], bool] | None = None,
+                    timing: TimingMode = GRAPH) -> tuple[list[Any], int]:
     """``(configs, k)`` of :func:`offer`: the configs offered as candidates and how many
     of them, first in the list, the model preselects (0: no preselection)."""
     offered = offer(problem, arch, search_space=search_space, limit=limit,
-                    epilogue=epilogue, accept=accept)
+                    epilogue=epilogue, accept=accept, timing=timing)
     return offered.configs, offered.preselected
+
+
+def model_timing(timing: TimingMode | None) -> TimingMode:
+    """The model's mode for a selection timed ``timing``: a GPU's graph or eager timing;
+    anything else (no selection, a CPU compile) the graph timing the shipped lists use."""
+    return timing if timing in GPU_TIMING_MODES else GRAPH
 
 
 def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",

@@ -25,7 +25,7 @@ from .eligibility import (
     runtime_reasons,
 )
 from .mx_eligibility import variant_dtype as mx_variant_dtype
-from .offering import configs_per_problem, offered_configs
+from .offering import configs_per_problem, model_timing, offered_configs
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -75,16 +75,17 @@ def runtime_target(device: Any) -> tuple[str | None, list[str]]:
     return rocm_arch(device), []
 
 
-def prewarm_builds() -> None:
-    """Where FlyDSL candidates can be offered (a verified ROCm 7 runtime and arch), start
-    the build server and its workers now, so the first shape's builds start at once."""
+def start_build_server() -> None:
+    """A selection offers FlyDSL candidates: start the build server and its workers now
+    (once they run: any worker that exited idle), so they are warm when the candidates'
+    builds come. Not at ``enable()``: that runs at ``import torch`` in every
+    process (Inductor's compile workers, DataLoader workers, vLLM's), which must start no
+    process and ask no device."""
     try:
-        arch, reasons = runtime_target(None)
-        if arch and not reasons:
-            from .prebuild import prewarm
+        from .prebuild import prewarm
 
-            prewarm()
-    except Exception as exc:  # never fail enable(): builds start the server themselves
+        prewarm()
+    except Exception as exc:  # never fail the compile: builds start the server themselves
         log.debug("inductor_flydsl: no build prewarm: %s", exc)
 
 
@@ -96,6 +97,15 @@ def fuses_epilogues(device: Any) -> bool:
         return False
     arch, reasons = runtime_target(device)
     return arch is not None and not reasons
+
+
+def selection_timing() -> str | None:
+    """How the selection being offered times its choices (decided before the providers
+    are asked: ``inductor/timing_parity.selection_timing``); None outside a selection."""
+    from ..inductor.selection import current_selection
+
+    ctx = current_selection.get()
+    return None if ctx is None else ctx.timing
 
 
 def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
@@ -128,7 +138,7 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
 
     configs, preselected = offered_configs(
         problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
-        limit=configs_per_problem())
+        limit=configs_per_problem(), timing=model_timing(selection_timing()))
     epilogue = dict(problem.epilogue)
     made = [FlydslChoiceCaller(kernel_choice(kernel_op), input_nodes, layout, c,
                                alpha=float(epilogue.get("alpha", 1.0)),
@@ -146,6 +156,8 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
     for index, caller in enumerate(made):
         caller.inductor_flydsl.prepare = prepare
         caller.inductor_flydsl.preselected = index < preselected if preselected else None
+    if made:
+        start_build_server()
     log.debug("inductor_flydsl: %d FlyDSL choices for %s (%s preselected by the model)",
               len(made), problem.summary(), preselected or "none")
     return made
@@ -280,7 +292,8 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     configs, preselected = ([], 0) if reasons else offered_configs(
         problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
         limit=configs_per_problem(), epilogue=current.spec,
-        accept=lambda c: template.epilogue_reason(c, op="mm", epilogue=spec_text) is None)
+        accept=lambda c: template.epilogue_reason(c, op="mm", epilogue=spec_text) is None,
+        timing=model_timing(selection_timing()))
     if not configs:
         log.debug("inductor_flydsl: no fused FlyDSL choices for %s with %s: %s",
                   problem.summary(), current.spec.summary(),
@@ -298,6 +311,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     for index, caller in enumerate(made):
         caller.inductor_flydsl.prepare = prepare
         caller.inductor_flydsl.preselected = index < preselected if preselected else None
+    start_build_server()
     log.debug("inductor_flydsl: %d fused FlyDSL choices for %s with %s", len(made),
               problem.summary(), current.spec.summary())
     return made

@@ -27,7 +27,7 @@ from .gemm_ops import is_gemm_op
 from .plugin_state import PluginState, device_of, report_error
 from .selection import SelectionContext, current_selection, problem_of
 from .short_list import short_list
-from .timing_parity import time_like_the_graph
+from .timing_parity import selection_timing, time_like_the_graph
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -39,15 +39,17 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
     state, ctx = plugin_state.current(), current_selection.get()
     if state is None or ctx is None or not choices or not is_gemm_op(ctx.name):
         return choices
+    try:  # decided before the providers are asked: their offering ranks by it
+        ctx.timing = selection_timing(ctx.layout.device, state.providers)
+    except Exception as exc:
+        report_error("choosing how choices are timed", exc)
     for provider in list(state.providers):
         try:
             choices = choices + provider(ctx.name, ctx.input_nodes, ctx.layout, choices)
         except Exception as exc:
             report_error("adding plugin choices", exc)
-    try:  # every choice timed the way the compiled graph will run it (timing_parity.py)
-        time_like_the_graph(choices, ctx.layout.device, state.providers)
-    except Exception as exc:
-        report_error("choosing how choices are timed", exc)
+    if ctx.timing is not None:  # every choice timed as the compiled graph runs it
+        time_like_the_graph(choices, ctx.timing)
     final = choices
     # nothing to choose between (no lookup, no miss), or re-measuring
     # (INDUCTOR_FLYDSL_REUSE=0: benchmark, then record)

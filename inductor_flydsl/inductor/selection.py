@@ -13,6 +13,7 @@ from ..db.store import CandidateResult
 from ..priors import Prior
 from ..problems import routing
 from ..problems.problem import Problem, checked
+from ..timing.timing_modes import TimingMode
 from . import epilogue_fusion
 from .ir_problem import problem_from_ir
 from .timing_parity import timing_attrs
@@ -44,6 +45,9 @@ class SelectionContext:
     carried: list[CandidateResult] = dataclasses.field(default_factory=list)
     # candidates whose precompile failed (Inductor marked them failed and dropped them)
     precompile_failed: list[Any] = dataclasses.field(default_factory=list)
+    # how the choices are timed should a plugin candidate be among them, decided before
+    # the providers are asked (timing_parity.selection_timing): the offering ranks by it
+    timing: TimingMode | None = None
 
 
 current_selection: contextvars.ContextVar[SelectionContext | None] = contextvars.ContextVar(

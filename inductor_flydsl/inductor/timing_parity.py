@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..timing.timing_modes import EAGER, GRAPH, TimingMode
+from ..timing.timing_modes import CPU, EAGER, GRAPH, TimingMode
 from . import internals
 from .choice_state import state_of
 
@@ -56,21 +56,28 @@ def timed_with_graphs(choice: Any) -> bool:
     return bool(getattr(choice, GRAPH_FLAG, False))
 
 
-def time_like_the_graph(choices: Sequence[Any], device: Any,
-                        providers: Sequence[Any]) -> TimingMode | None:
-    """Decide how the choices of one selection on ``device`` are timed, and set it on
-    each; returns the mode, or None when the selection holds no plugin candidate
-    (Inductor's own timing, untouched). Graph timing needs a device whose kernels can be
-    captured (a GPU), as a plugin provider reports it."""
-    if not offers_plugin_choice(choices):
-        return None
+def selection_timing(device: Any, providers: Sequence[Any]) -> TimingMode:
+    """How a selection on ``device`` times its choices should it hold a plugin candidate,
+    decided once, before the providers are asked (the offering ranks its configs by it):
+    ``graph`` when the compile captures graphs and a provider can capture kernels on the
+    device (a GPU), ``cpu`` on a CPU, else ``eager``."""
+    if getattr(device, "type", None) == "cpu":
+        return CPU
     capturable = any(getattr(p, "captures_graphs", lambda d: False)(device)
                      for p in providers)
-    if not compile_uses_graphs() or not capturable:
-        return EAGER
-    for choice in choices:
-        setattr(choice, GRAPH_FLAG, True)
-    return GRAPH
+    return GRAPH if compile_uses_graphs() and capturable else EAGER
+
+
+def time_like_the_graph(choices: Sequence[Any], mode: TimingMode) -> TimingMode | None:
+    """Time the choices of one selection as ``mode`` (:func:`selection_timing`) says: under
+    ``graph`` every choice gets Inductor's graph timing. Returns the mode, or None when
+    the selection holds no plugin candidate (Inductor's own timing, untouched)."""
+    if not offers_plugin_choice(choices):
+        return None
+    if mode == GRAPH:
+        for choice in choices:
+            setattr(choice, GRAPH_FLAG, True)
+    return mode
 
 
 def timing_mode_of(choices: Sequence[Any]) -> TimingMode | None:
