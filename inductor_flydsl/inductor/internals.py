@@ -70,7 +70,10 @@ INTERNALS: tuple[Internal, ...] = (
                       "do_autotuning(name, input_nodes, layout, input_gen_fns, inputs_key,"
                       " choices, precompile_fn; hint_override)",
                       "benchmark_in_current_process(choices, input_nodes, layout, "
-                      "input_gen_fns)")),
+                      "input_gen_fns)",
+                      # Inductor's local autotune cache (PersistentCache): keyed by the
+                      # timing mode too (timing_parity.cache_inputs_key)
+                      "lookup(choices, op, inputs, benchmark)")),
     Internal("get_algorithm_selector_cache", _SA, "get_algorithm_selector_cache",
              "the process's selector object, whose class is swapped"),
     Internal("add_preprocessing_fn", _SA, "add_preprocessing_fn",

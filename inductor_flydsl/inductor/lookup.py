@@ -49,7 +49,7 @@ def preprocess_choices(choices: list[Any]) -> list[Any]:
         except Exception as exc:
             report_error("adding plugin choices", exc)
     if ctx.timing is not None:  # every choice timed as the compiled graph runs it
-        time_like_the_graph(choices, ctx.timing)
+        ctx.timing = time_like_the_graph(choices, ctx.timing) or ctx.timing
     final = choices
     # nothing to choose between (no lookup, no miss), or re-measuring
     # (INDUCTOR_FLYDSL_REUSE=0: benchmark, then record)

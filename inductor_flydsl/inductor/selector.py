@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..problems import routing
-from . import internals, serving
+from . import internals, serving, timing_parity
 from .recording import finish_selection
 from .selection import SelectionContext, current_selection, hint_override
 
@@ -47,6 +47,14 @@ class PluginSelector(internals.AlgorithmSelectorCache):
                 serving.MEASURED.set(choice, float(ms))
         timings = {**served, **measured}
         return {c: timings[c] for c in choices if c in timings}
+
+    def lookup(self, choices: Any, op: str, inputs: str, benchmark: Any,
+               *args: Any, **kwargs: Any) -> Any:
+        """Inductor's local autotune cache, keyed by the timing mode too
+        (``timing_parity.cache_inputs_key``): graph timings never answer an eager
+        compile's lookup, nor eager ones a graph-timed compile's."""
+        return super().lookup(choices, op, timing_parity.cache_inputs_key(inputs, choices),
+                              benchmark, *args, **kwargs)
 
     def do_autotuning(self, *args: Any, **kwargs: Any) -> Any:
         """Inductor's autotune of one selection at one size hint (its feedback savers run

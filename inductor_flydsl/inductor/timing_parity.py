@@ -30,6 +30,9 @@ compile or the other way round. Eager and CPU timings keep the keys they always 
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +40,7 @@ from ..timing.timing_modes import CPU, EAGER, GRAPH, TimingMode
 from . import internals
 from .choice_state import state_of
 
+log = logging.getLogger("inductor_flydsl")
 GRAPH_FLAG = "_benchmark_with_cudagraphs"  # ChoiceCaller's attribute (torch/_inductor/ir.py)
 TIMING_ATTR = "timing"
 
@@ -68,23 +72,69 @@ def selection_timing(device: Any, providers: Sequence[Any]) -> TimingMode:
     return GRAPH if compile_uses_graphs() and capturable else EAGER
 
 
+_SUPER_CALL = "super().benchmark("
+
+
+@functools.cache
+def honours_graph_flag(cls: type) -> bool:
+    """Whether choices of ``cls`` are timed by graph replay when their graph flag is set:
+    the first ``benchmark`` up its MRO that reads the flag (ChoiceCaller's own,
+    ExternKernelCaller's, TritonTemplateCaller's, SubgraphChoiceCaller's), passing through
+    overrides that end in ``super().benchmark(`` (the plugin's FlyDSL caller). A type
+    whose ``benchmark`` ignores the flag (ROCmTemplateCaller: CK and CK-tile,
+    CppTemplateCaller) is timed eagerly whatever the flag says."""
+    for klass in cls.__mro__:
+        method = klass.__dict__.get("benchmark")
+        if method is None:
+            continue
+        try:
+            source = inspect.getsource(method)
+        except (OSError, TypeError):
+            return False
+        if GRAPH_FLAG in source:
+            return True
+        if _SUPER_CALL not in source:
+            return False
+    return False
+
+
 def time_like_the_graph(choices: Sequence[Any], mode: TimingMode) -> TimingMode | None:
     """Time the choices of one selection as ``mode`` (:func:`selection_timing`) says: under
-    ``graph`` every choice gets Inductor's graph timing. Returns the mode, or None when
-    the selection holds no plugin candidate (Inductor's own timing, untouched)."""
+    ``graph`` every choice gets Inductor's graph timing, provided every choice's type
+    honours the flag; if one does not (a CK choice), none is graph-timed (the selection
+    is timed eagerly, like with like, and labelled so). Returns the mode applied, or None
+    when the selection holds no plugin candidate (Inductor's own timing, untouched)."""
     if not offers_plugin_choice(choices):
         return None
-    if mode == GRAPH:
-        for choice in choices:
-            setattr(choice, GRAPH_FLAG, True)
-    return mode
+    if mode != GRAPH:
+        return mode
+    ignoring = sorted({type(c).__name__ for c in choices if not honours_graph_flag(type(c))})
+    if ignoring:
+        log.debug("inductor_flydsl: timed eagerly, as %s choices cannot be timed by graph "
+                  "replay", ", ".join(ignoring))
+        return EAGER
+    for choice in choices:
+        setattr(choice, GRAPH_FLAG, True)
+    return GRAPH
 
 
 def timing_mode_of(choices: Sequence[Any]) -> TimingMode | None:
-    """How the choices are timed, as the DB key records it: ``graph`` when they are timed
-    by graph replay, else None (Inductor's default timing, no attribute: the keys of
-    every earlier record stay as they were)."""
-    return GRAPH if choices and all(timed_with_graphs(c) for c in choices) else None
+    """How the choices are timed, as the DB key records it: ``graph`` when every one is
+    timed by graph replay (flagged, and of a type that reads the flag), else None
+    (Inductor's default timing, no attribute: the keys of every earlier record stay as
+    they were)."""
+    return GRAPH if choices and all(
+        timed_with_graphs(c) and honours_graph_flag(type(c)) for c in choices) else None
+
+
+def cache_inputs_key(inputs: str, choices: Sequence[Any]) -> str:
+    """Inductor's local autotune cache key for ``choices`` (``PersistentCache.lookup``'s
+    ``inputs``) with the timing mode in it: a graph-timed selection's timings live under
+    their own key, so an eager compile is never handed them, nor the other way round
+    (ATen's and Triton's ``hash_key`` do not say how they were timed). Eager and CPU
+    timings keep Inductor's key."""
+    mode = timing_mode_of(choices)
+    return f"{inputs}|timing={mode}" if mode else inputs
 
 
 def timing_attrs(choices: Sequence[Any]) -> tuple[tuple[str, str], ...]:

@@ -21,6 +21,7 @@ torch's is replaced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -170,7 +171,7 @@ def test_an_extern_choice_timed_by_graph_runs_inside_the_capture(gpu: StandInGPU
         seen.append(gpu.capturing)
         return torch.mm(a, b, out=out)
 
-    choice = ExternKernelChoice(mm, name="standin_mm", has_out_variant=True)
+    choice = ExternKernelChoice(mm, name=f"standin_mm_{id(gpu)}", has_out_variant=True)
     layout = FixedLayout(torch.device("cpu"), torch.float32, [4, 4])
     caller = ExternKernelCaller(choice, [], layout, {}, has_out_variant=True)
     caller._benchmark_with_cudagraphs = True  # what timing_parity sets
@@ -178,3 +179,86 @@ def test_an_extern_choice_timed_by_graph_runs_inside_the_capture(gpu: StandInGPU
     caller.benchmark(a, b, out=out)
     assert seen and all(seen)  # every call (the correctness call too) inside the capture
     torch.testing.assert_close(out, a @ b)
+
+
+# ---- what is labelled graph-timed, and Inductor's local autotune cache ------------------
+@functools.cache
+def _kernel_choice(name: str) -> Any:
+    """One ExternKernelChoice per name and process (Inductor registers them by name)."""
+    from torch._inductor.select_algorithm import ExternKernelChoice
+
+    return ExternKernelChoice(getattr(torch, name), name=f"standin_cache_{name}",
+                              has_out_variant=False)
+
+
+def _extern_choices() -> list[Any]:
+    """Two fresh extern choices (ATen's kind), as a new compile makes them."""
+    from torch._inductor.ir import FixedLayout
+    from torch._inductor.select_algorithm import ExternKernelCaller
+
+    layout = FixedLayout(torch.device("cpu"), torch.float32, [4, 4])
+    return [ExternKernelCaller(_kernel_choice(name), [], layout, {})
+            for name in ("mm", "matmul")]
+
+
+def test_a_choice_type_that_ignores_the_flag_is_not_labelled_graph_timed() -> None:
+    """CK and CK-tile choices (ROCmTemplateCaller) never read the graph flag: a selection
+    holding one is timed eagerly, every choice of it, and keyed so."""
+    from torch._inductor.codegen.cpp_template_kernel import CppTemplateCaller
+    from torch._inductor.codegen.rocm.rocm_kernel import ROCmTemplateCaller
+    from torch._inductor.codegen.subgraph import SubgraphChoiceCaller
+    from torch._inductor.select_algorithm import ExternKernelCaller, TritonTemplateCaller
+
+    from inductor_flydsl.flydsl_backend.choices import FlydslChoiceCaller
+    from inductor_flydsl.inductor import timing_parity
+    from inductor_flydsl.inductor.choice_state import ATTR, PluginChoiceState
+
+    for cls in (ExternKernelCaller, TritonTemplateCaller, SubgraphChoiceCaller,
+                FlydslChoiceCaller):
+        assert timing_parity.honours_graph_flag(cls), cls
+    for cls in (ROCmTemplateCaller, CppTemplateCaller):
+        assert not timing_parity.honours_graph_flag(cls), cls
+    aten, plugin = _extern_choices()
+    setattr(plugin, ATTR, PluginChoiceState("flydsl", {}))  # stands for a FlyDSL candidate
+    assert timing_parity.time_like_the_graph([aten, plugin], "graph") == "graph"
+    assert timing_parity.timing_mode_of([aten, plugin]) == "graph"
+    ck = ROCmTemplateCaller.__new__(ROCmTemplateCaller)  # its class is what is checked
+    aten, plugin = _extern_choices()
+    setattr(plugin, ATTR, PluginChoiceState("flydsl", {}))
+    assert timing_parity.time_like_the_graph([aten, plugin, ck], "graph") == "eager"
+    assert not any(timing_parity.timed_with_graphs(c) for c in (aten, plugin))
+    ck._benchmark_with_cudagraphs = True  # even flagged by someone else: not graph-timed
+    assert timing_parity.timing_mode_of([ck]) is None
+
+
+def test_inductors_local_autotune_cache_never_crosses_timing_modes(tmp_path: Path) -> None:
+    """Eager -> graph -> eager lookups in one Inductor cache: the graph-timed selection
+    is benchmarked (not served the eager timings), and the second eager one is served the
+    first's, not the graph's (ATen's hash_key does not say how it was timed)."""
+    from torch._inductor.utils import fresh_cache
+
+    calls: list[str] = []
+
+    def bench(label: str, ms: float):
+        def run(choices: list[Any]) -> dict[Any, float]:
+            calls.append(label)
+            return dict.fromkeys(choices, ms)
+        return run
+
+    with _plugin_on(tmp_path), fresh_cache(), \
+            internals.config.patch(autotune_local_cache=True):
+        selector = internals.get_algorithm_selector_cache()
+        eager = _extern_choices()
+        first = selector.lookup(eager, "mm", "4x4", bench("eager", 1.0))
+        graph = _extern_choices()
+        for choice in graph:
+            choice._benchmark_with_cudagraphs = True
+        second = selector.lookup(graph, "mm", "4x4", bench("graph", 2.0))
+        third = selector.lookup(_extern_choices(), "mm", "4x4", bench("eager again", 3.0))
+        again = _extern_choices()
+        for choice in again:
+            choice._benchmark_with_cudagraphs = True
+        fourth = selector.lookup(again, "mm", "4x4", bench("graph again", 4.0))
+    assert calls == ["eager", "graph"]  # the third and fourth were served, each its own
+    assert set(first.values()) == {1.0} and set(second.values()) == {2.0}
+    assert set(third.values()) == {1.0} and set(fourth.values()) == {2.0}
