@@ -7,7 +7,8 @@ from .inductor.hooks import PluginState
 
 def register_choice_providers(state: PluginState) -> None:
     """Attach the choice providers of every plugin backend to ``state``."""
-    from .flydsl_backend.provider import FlydslChoiceProvider, prewarm_builds
+    from .flydsl_backend.provider import FlydslChoiceProvider
 
+    # Nothing is started and no device is asked here (enable() runs at `import torch`
+    # in every process): the build server starts at the first selection offering FlyDSL.
     state.providers[:] = [FlydslChoiceProvider()]
-    prewarm_builds()
