@@ -44,8 +44,9 @@ try:
     import pandas as pd
 except ModuleNotFoundError as exc:  # the [report] extra: say how to get it
     raise ModuleNotFoundError(
-        f"inductor_flydsl.report needs the report extra ({exc.name} is missing): "
-        "pip install 'inductor-flydsl[report]'", name=exc.name) from exc
+        f"inductor_flydsl.report needs pandas and matplotlib ({exc.name} is missing): "
+        "pip install pandas matplotlib (or, in a checkout of inductor-flydsl: pip install "
+        "'.[report]')", name=exc.name) from exc
 
 from .db import report_queries as queries
 from .db.open import Database

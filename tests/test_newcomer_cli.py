@@ -200,9 +200,16 @@ def test_explain_lists_in_the_order_it_states_and_names_the_cpu_case(tmp_path: P
     benchmarked = [c for c in configs if c["offered"] is True]
     others = [c for c in configs if c["offered"] is False]
     assert benchmarked and others and len(benchmarked) + len(others) == len(configs)
+    # the headline and the legend say the same of offered True and False
+    true = "benchmarked by a compile with no record (the model's top-k, INDUCTOR_FLYDSL_TOP_K)"
+    false = ("never benchmarked by a compile with no record, offered only so that a record "
+             "of it is served (`inductor-flydsl sweep` measures every config)")
     assert (f"FlyDSL is eligible for mm bfloat16 {shape} nt on gfx950: {len(configs)} DEFAULT "
-            f"configs, the {len(benchmarked)} a compile with no record benchmarks first, then "
-            f"the other {len(others)}; each part fastest predicted first") in text.stdout
+            f"configs, offered True (the first {len(benchmarked)}): {true}; offered False "
+            f"(the other {len(others)}): {false}; each part fastest predicted "
+            "first") in text.stdout
+    assert f"offered True: {true}; False: {false}" in text.stdout
+    assert data["model"]["offered"] == f"True: {true}; False: {false}"
     # the table's predicted times, read back from the text: sorted within each part
     rows = [[cell.strip() for cell in line.split("│")[1:-1]]
             for line in text.stdout.splitlines() if line.startswith("│")]
@@ -215,11 +222,87 @@ def test_explain_lists_in_the_order_it_states_and_names_the_cpu_case(tmp_path: P
     for part in ("True", "False"):
         times = [t for o, t in listed if o == part]
         assert times == sorted(times), (part, times)
+    from inductor_flydsl.sweep.items import cpu_linear_op
+
     assert (f"tuning DB {db}: no winner for this problem or its bucket (M=8); a max-autotune "
             "compile on a gfx950 GPU autotunes it and records every candidate (on CPU, "
-            "Inductor autotunes only GEMMs with a constant weight, with "
-            "torch._inductor.config.freezing = True: recorded as packed_linear)") in text.stdout
+            "Inductor autotunes an mm only when its weight is a constant, with "
+            "torch._inductor.config.freezing = True, and it is recorded as the op oneDNN "
+            "makes of a bfloat16 linear layer: "
+            f"{cpu_linear_op('bfloat16')} on this machine)") in text.stdout
     assert "will be autotuned" not in text.stdout
+
+
+def test_explain_says_what_a_cpu_records_of_a_grouped_gemm(tmp_path: Path) -> None:
+    """A grouped GEMM on CPU is not recorded at all (ATen's one choice:
+    tests/grouped/test_grouped_inductor_cpu.py), not as packed_linear. (A bmm shape
+    without its batch: tests/core/test_cli_errors.py.)"""
+    db = tmp_path / "empty.db"
+    from inductor_flydsl.db.store import TuningDB
+
+    TuningDB.open(db, writable=True).close()
+    grouped = _cli("explain", "--op", "grouped_mm", "--shape", "8x512x4096x4096", "--db",
+                   str(db))
+    assert grouped.returncode == 0, grouped.stderr
+    assert ("(on CPU, Inductor's lowering of a grouped GEMM offers one choice, ATen's: "
+            "nothing is compared, so nothing is recorded)") in grouped.stdout
+    assert "packed_linear" not in grouped.stdout
+
+
+NO_FLYDSL = ("import sys; sys.modules['flydsl'] = None  # `import flydsl` fails\n"
+             "from inductor_flydsl.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_explain_without_flydsl_says_it_is_not_installed(tmp_path: Path) -> None:
+    """Whatever the shape, FlyDSL serves nothing where `import flydsl` fails: explain
+    says so and how to install it (the runtime check's own line is not repeated)."""
+    env = isolated_env(tmp_path)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", NO_FLYDSL, "explain", *argv], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        text, data = pool.map(lambda argv: run(*argv), (
+            ("--op", "mm", "--shape", "4096x4096x4096", "--check-runtime"),
+            ("--op", "mm", "--shape", "4096x4096x4096", "--json")))
+    assert text.returncode == 0 and data.returncode == 0, text.stderr + data.stderr
+    reason = ("the flydsl package is not installed in this Python (import of flydsl halted; "
+              "None in sys.modules): install it with pip install 'flydsl>=0.5,<0.6' (wheels "
+              "for x86-64 Linux)")
+    lines = text.stdout.splitlines()
+    assert lines[0] == "FlyDSL is NOT eligible for mm bfloat16 4096x4096x4096 nt on gfx950:"
+    assert f"  - {reason}" in lines
+    assert sum("flydsl package" in line for line in lines) == 1
+    result = json.loads(data.stdout)
+    assert result["eligible"] is False and result["configs"] == []
+    assert result["reasons"] == [reason]
+
+
+def test_a_new_user_is_told_how_a_tuning_db_is_made(tmp_path: Path) -> None:
+    """`db stats` and `report` before any DB exists (a fresh per-user cache dir): the
+    reason, and how one is made."""
+    env = isolated_env(tmp_path)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = list(pool.map(lambda argv: _cli(*argv, env=env), (("db", "stats"),
+                                                                    ("report",))))
+    for proc in procs:
+        path, reason = _error(proc).split(" does not exist: ", 1)
+        assert Path(path).is_relative_to(tmp_path) and not Path(path).exists()  # the default
+        assert reason == (
+            "there is no tuning DB there yet. A max-autotune compile with the plugin on "
+            "(INDUCTOR_FLYDSL=1, or inductor_flydsl.enable()) creates it, and so does "
+            "`inductor-flydsl sweep`; for another file, give --db PATH")
+
+
+def test_report_without_pandas_names_an_install_that_works(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['pandas'] = None  # `import pandas` fails\n"
+            "from inductor_flydsl.cli.main import main; sys.exit(main(['report']))")
+    proc = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert _error(proc) == ("`inductor-flydsl report` needs pandas and matplotlib (pandas is "
+                            "missing): pip install pandas matplotlib (or, in a checkout of "
+                            "inductor-flydsl: pip install '.[report]')")
 
 
 def test_sweep_no_progress_keeps_the_header_and_item_lines(tmp_path: Path) -> None:
@@ -247,3 +330,38 @@ def test_doctor_says_why_a_db_file_is_unusable(tmp_path: Path) -> None:
                   if line.strip().startswith("! file")]
     assert file_lines == [["!", "file", "unusable:", *reason.split()]], proc.stdout
     assert f"  - {reason}: compiles will not use it" in proc.stdout.splitlines()
+
+
+def test_the_rocm_scripts_are_commands_of_the_package(tmp_path: Path) -> None:
+    """``validate-rocm`` and ``vllm-serving`` run from the installed package (issue 52),
+    through its ``inductor-flydsl`` script where installed: their help, and on a machine
+    without ROCm validate-rocm's preflight message and exit 2, before any launch."""
+    script = shutil.which("inductor-flydsl")
+    head = [script] if script else [sys.executable, "-m", "inductor_flydsl"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argvs = [["validate-rocm", "--help"], ["vllm-serving", "--help"], ["validate-rocm"]]
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*head, *argv], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        rocm_help, vllm_help, rocm = pool.map(run, argvs)
+    assert rocm_help.returncode == 0, rocm_help.stderr
+    assert rocm_help.stdout.startswith("usage: inductor-flydsl validate-rocm")
+    assert "--skip-graphs" in rocm_help.stdout and "--timing" in rocm_help.stdout
+    assert vllm_help.returncode == 0, vllm_help.stderr
+    assert vllm_help.stdout.startswith("usage: inductor-flydsl vllm-serving")
+    assert "--model MODEL" in vllm_help.stdout
+    if torch_is_rocm():
+        return
+    assert rocm.returncode == 2, rocm.stdout + rocm.stderr  # not 134 (an abort)
+    assert "Traceback" not in rocm.stderr
+    assert rocm.stderr.strip().startswith("validate_rocm: no ROCm: this torch"), rocm.stderr
+    assert "torch.version.hip is None" in rocm.stderr
+
+
+def torch_is_rocm() -> bool:
+    import torch
+
+    return torch.version.hip is not None

@@ -222,8 +222,9 @@ def test_wheel_imports_every_module_and_finds_shipped_dbs(
     assert [f for f in data["import_failures"] if f["module"] != REPORT_MODULE] == []
     assert data["import_failures"] == [{
         "module": REPORT_MODULE, "type": "ModuleNotFoundError", "missing": "pandas",
-        "message": "inductor_flydsl.report needs the report extra (pandas is missing): pip "
-                   "install 'inductor-flydsl[report]'"}]
+        "message": "inductor_flydsl.report needs pandas and matplotlib (pandas is missing): "
+                   "pip install pandas matplotlib (or, in a checkout of inductor-flydsl: pip "
+                   "install '.[report]')"}]
     assert data["templates"].startswith(site)
     assert {Path(p).name for p in data["dbs"]} >= {"cpu_smoke_winners.db",
                                                    "flydsl_compile_catalog.db",

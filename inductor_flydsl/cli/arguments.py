@@ -9,7 +9,7 @@ from collections.abc import Iterable
 SHAPE_FORMS: dict[str, tuple[tuple[int, ...], str]] = {
     "mm": ((3,), "MxNxK, e.g. 8x4096x4096"),
     "addmm": ((3,), "MxNxK, e.g. 8x4096x4096"),
-    "bmm": ((3, 4), "BxMxNxK or MxNxK, e.g. 4x8x4096x4096"),
+    "bmm": ((4,), "BxMxNxK (B the batch; one batch is 1xMxNxK), e.g. 4x8x4096x4096"),
     "grouped_mm": ((4,), "GxTxNxK (G groups over T tokens, weights G x K x N), "
                          "e.g. 8x512x4096x4096"),
     "scaled_mm": ((3,), "MxNxK, e.g. 128x4096x4096"),

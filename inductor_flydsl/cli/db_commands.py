@@ -66,7 +66,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _open(args: argparse.Namespace):
     path = args.db or _default_db()
-    return open_db(path, writable=False), path
+    try:
+        return open_db(path, writable=False), path
+    except UnusableDB as exc:
+        raise UnusableDB(unusable_db_message(Path(path), exc)) from exc
+
+
+def unusable_db_message(path: Path, exc: UnusableDB) -> str:
+    """Why the DB at ``path`` cannot be read; for a file that does not exist yet (a new
+    user's default DB), also how one is made."""
+    if path.exists():
+        return str(exc)
+    return (f"{path} does not exist: there is no tuning DB there yet. A max-autotune "
+            "compile with the plugin on (INDUCTOR_FLYDSL=1, or inductor_flydsl.enable()) "
+            "creates it, and so does `inductor-flydsl sweep`; for another file, give "
+            "--db PATH")
 
 
 def run(args: argparse.Namespace) -> int:

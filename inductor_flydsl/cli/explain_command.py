@@ -21,7 +21,7 @@ from ..problems.buckets import dynamic_m_problem
 from ..problems.problem import synthetic_problem
 from ..settings import settings_from_env
 from .arguments import BadArgument, gemm_dtype, parse_choice, parse_gemm_shape, parse_layout
-from .explanation import config_fields, explain
+from .explanation import OFFERED_FALSE, OFFERED_TRUE, config_fields, explain
 from .output import console, fail, print_json, print_table
 
 COMMAND_NAMES = ("explain",)
@@ -276,10 +276,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print(f"tuning DB {db_path}: no winner for this problem or its bucket "
                           f"(M={db_info['bucket_m']}); a max-autotune compile on a "
-                          f"{args.arch} GPU autotunes it and records every candidate (on "
-                          "CPU, Inductor autotunes only GEMMs with a constant weight, with "
-                          "torch._inductor.config.freezing = True: recorded as "
-                          "packed_linear)", markup=False)
+                          f"{args.arch} GPU autotunes it and records every candidate ("
+                          f"{cpu_record_note(args.op, dtype)})", markup=False)
     for record in (db_info or {}).get("records", []):
         console.print(f"  record {describe_record_line(record)}", markup=False)
     if result.eligible:
@@ -318,9 +316,30 @@ def _order_text(configs: list[dict[str, Any]]) -> str:
         return "in the order a compile offers them (no prediction for this arch)"
     top = sum(1 for c in configs if c.get("offered") is True)
     if top and top < len(configs):
-        return (f"the {top} a compile with no record benchmarks first, then the other "
-                f"{len(configs) - top}; each part fastest predicted first")
+        return (f"offered True (the first {top}): {OFFERED_TRUE}; offered False (the "
+                f"other {len(configs) - top}): {OFFERED_FALSE}; each part fastest "
+                "predicted first")
     return "fastest predicted first"
+
+
+def cpu_record_note(op: str, dtype: str) -> str:
+    """What a max-autotune compile on this CPU records of such a GEMM, as real compiles
+    show: a grouped GEMM nothing (tests/grouped/test_grouped_inductor_cpu.py), a bmm
+    itself (tests/vllm_client/test_vllm_backend.py), a frozen linear the op oneDNN makes
+    of it (``sweep.items.cpu_linear_op``; tests/sweep/test_sweep_progress.py)."""
+    if op == "grouped_mm":
+        return ("on CPU, Inductor's lowering of a grouped GEMM offers one choice, ATen's: "
+                "nothing is compared, so nothing is recorded")
+    if op == "bmm":
+        return ("on CPU, Inductor autotunes a bmm (ATen against its C++ template) and it "
+                "is recorded as bmm")
+    from ..sweep.items import cpu_linear_op
+
+    recorded = cpu_linear_op(dtype)
+    return (f"on CPU, Inductor autotunes an {op} only when its weight is a constant, with "
+            "torch._inductor.config.freezing = True, and it is recorded as the op oneDNN "
+            f"makes of a {dtype} linear layer"
+            + (f": {recorded} on this machine" if recorded else ""))
 
 
 def _record_status(db: Any, path: Path, problem: Any, arch: str) -> dict[str, Any]:

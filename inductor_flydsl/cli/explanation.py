@@ -4,6 +4,7 @@ each with the model's prediction (``flydsl_backend/offering.py``)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,31 @@ class Explanation:
         return dict(self.__dict__)
 
 
+FLYDSL_REQUIREMENT = "flydsl>=0.5,<0.6"  # pyproject.toml's (x86-64 Linux wheels only)
+# what ``offered`` means, in the legend and the headline alike (``inductor/lookup.py``'s
+# ``preselected``; the sweep sets INDUCTOR_FLYDSL_TOP_K=0, ``sweep/runner.py``)
+OFFERED_TRUE = "benchmarked by a compile with no record (the model's top-k, INDUCTOR_FLYDSL_TOP_K)"
+OFFERED_FALSE = ("never benchmarked by a compile with no record, offered only so that a "
+                 "record of it is served (`inductor-flydsl sweep` measures every config)")
+
+
+def flydsl_import_reason() -> str | None:
+    """Why ``import flydsl`` fails in this Python, and how to fix it; None when it
+    imports. Whatever the shape, FlyDSL serves nothing without it."""
+    try:
+        importlib.import_module("flydsl")
+    except ModuleNotFoundError as exc:
+        if exc.name == "flydsl":
+            return (f"the flydsl package is not installed in this Python ({exc}): install "
+                    f"it with pip install '{FLYDSL_REQUIREMENT}' (wheels for x86-64 Linux)")
+        return (f"the flydsl package cannot be imported ({exc}): reinstall it with pip "
+                f"install --force-reinstall '{FLYDSL_REQUIREMENT}'")
+    except Exception as exc:  # a broken install raises whatever its modules raise
+        return (f"the flydsl package cannot be imported ({type(exc).__name__}: {exc}): "
+                f"reinstall it with pip install --force-reinstall '{FLYDSL_REQUIREMENT}'")
+    return None
+
+
 PREDICTION_KEYS = ("predicted_us", "tflops", "roofline_share", "bound", "offered",
                    "figures_from", "short_list")
 
@@ -43,7 +69,8 @@ def explained_configs(problem: Problem, arch: str, search_space: str) -> list[di
     """The configs a compile offers, in its order (``offering.offer``, which ranks them
     once): with the performance model, each with its prediction and ``offered`` (True:
     benchmarked when no record exists; False: offered only so that a record of it is
-    served); without it, the pruned configs."""
+    served, never benchmarked by a compile without one); without it, the pruned
+    configs."""
     offered = offer(problem, arch, search_space=search_space, limit=configs_per_problem())
     if not offered.preselected or not offered.ranked:
         return [c.to_json() for c in offered.configs]
@@ -68,7 +95,11 @@ def explained_configs(problem: Problem, arch: str, search_space: str) -> list[di
 
 def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
             check_runtime: bool = False) -> Explanation:
-    reasons = runtime_reasons() if check_runtime else []
+    missing = flydsl_import_reason()
+    reasons = [missing] if missing else []
+    if check_runtime:  # its own "not installed" line says what ``missing`` says
+        reasons += [r for r in runtime_reasons()
+                    if not (missing and r.startswith("the flydsl package"))]
     reasons += arch_reasons(arch)
     reasons += problem_reasons(problem, arch=arch)
     configs = []
@@ -81,9 +112,8 @@ def explain(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     if any("predicted_us" in c for c in configs):
         model = {"kind": "predicted", "device": device_for(arch).name,
                  "order": "the model's top-k (fastest predicted first), then the rest of "
-                 "the pruned list", "offered": "True: benchmarked when no "
-                 "record exists (top-k); False: offered only so that a record of it is "
-                 "served", "doc": "docs/performance-model.md"}
+                 "the pruned list", "offered": f"True: {OFFERED_TRUE}; False: {OFFERED_FALSE}",
+                 "doc": "docs/performance-model.md"}
     return Explanation(op=problem.op, problem=problem.summary(), arch=arch,
                        eligible=not reasons, reasons=reasons, configs=configs,
                        search_space=search_space.upper(), model=model)

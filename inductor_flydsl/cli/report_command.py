@@ -8,9 +8,14 @@ from pathlib import Path
 
 from ..db.open import UnusableDB
 from ..settings import default_db_path, settings_from_env
+from .db_commands import unusable_db_message
 from .output import console, fail, output_file_problem, print_json
 
 COMMAND_NAMES = ("report",)
+# the [report] extra, installable as written (the package is not on PyPI yet); the same
+# text as inductor_flydsl/report.py's
+INSTALL_REPORT = ("pip install pandas matplotlib (or, in a checkout of inductor-flydsl: "
+                  "pip install '.[report]')")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,14 +36,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..report import load_report, plot_speedup, render_markdown, write_csv
     except ImportError as exc:  # pandas/matplotlib are the [report] extra
-        return fail(f"`inductor-flydsl report` needs the report extra ({exc.name} is "
-                    "missing): pip install 'inductor-flydsl[report]'")
+        return fail(f"`inductor-flydsl report` needs pandas and matplotlib ({exc.name} is "
+                    f"missing): {INSTALL_REPORT}")
 
     path = args.db or settings_from_env().db_path
     try:
         report = load_report(path)
     except UnusableDB as exc:
-        return fail(str(exc))
+        return fail(unusable_db_message(Path(path), exc))
     for option, target in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
         problem = output_file_problem(target)
         if problem:
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             plot_speedup(report, args.plot)
         except ImportError as exc:
             return fail(f"--plot needs matplotlib ({exc.name} is missing): "
-                        "pip install 'inductor-flydsl[report]'")
+                        f"{INSTALL_REPORT}")
         base = args.out.parent if args.out else Path.cwd()
         plot_ref = os.path.relpath(args.plot.resolve(), base.resolve())
     written = write_csv(report, args.csv) if args.csv else []

@@ -15,9 +15,10 @@ from ..db.open import UnusableDB, open_db
 from ..settings import default_db_path, settings_from_env
 from ..sweep.batch import MAX_BATCH
 from ..sweep.busy import POLICIES, default_policy
-from ..sweep.items import ItemError, SweepItem, always_skipped, parse_shard
+from ..sweep.items import ItemError, SweepItem, parse_shard
 from ..sweep.presets import (
     PRESETS,
+    check_preset,
     items_from_misses,
     items_from_noisy,
     parse_shapes_csv,
@@ -43,9 +44,9 @@ COMMAND_NAMES = ("sweep",)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--preset", choices=PRESETS,
-                        help="named shape list (default: cpu-smoke on CPU, "
-                             "dense-bf16-suite on GPU)")
+    source.add_argument("--preset", metavar="NAME",
+                        help=f"named shape list: {', '.join(PRESETS)} (default: cpu-smoke "
+                             "on CPU, dense-bf16-suite on GPU)")
     source.add_argument("--shapes", type=Path, metavar="FILE.csv",
                         help="CSV with columns op,M,N,K,batch,dtype,layout")
     source.add_argument("--from-misses", action="store_true",
@@ -106,8 +107,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="at the end, pack the DB into one verified file to share or ship "
                         "(see `inductor-flydsl db pack`)")
     p.add_argument("--list", action="store_true",
-                   help="print the items that would run, named as the DB will name their "
-                        "problems, and exit")
+                   help="print the items that would run, each as the DB id and name of "
+                        "its problem (the id `db show` and `db list` use; on a GPU known "
+                        "only after a run), and exit")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -207,6 +209,8 @@ def _shard_and_devices(args: argparse.Namespace) -> tuple[tuple[int, int] | None
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.preset is not None:  # before the device probe: a typo fails at once
+            check_preset(args.preset)
         shard_spec, devices = _shard_and_devices(args)
         db_path = shard_db_path(args.db or settings_from_env().db_path, shard_spec)
         if args.budget_s is not None and args.budget_s < 0:
@@ -222,13 +226,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.list:
         from ..sweep.items import shard
+        from ..sweep.listing import LEGEND, listed_items
 
         chosen = shard(items, *shard_spec) if shard_spec else items
-        for item in chosen:
-            skipped = (f"  (always skipped on {identity.kind})"
-                       if always_skipped(item, identity.kind) else "")
-            console.print(f"{item.item_id}  {item_name(item, identity.kind)}{skipped}",
-                          markup=False)
+        err_console.print(LEGEND, markup=False)
+        for listed in listed_items(chosen, identity.kind, db_path, identity.device_id):
+            console.print(listed.line(), markup=False)
         return 0
     options = SweepOptions(db=db_path, backends=args.backends, timing=args.timing,
                            resume=args.resume,

@@ -4,6 +4,7 @@ finished item produced."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -29,6 +30,22 @@ def statuses(db: TuningDB, device_id: str, software_id: str) -> dict[str, str]:
     return {row["item_id"]: row["status"] for row in db.db.query(
         "select item_id, status from sweep_status where device_id = ? and software_id = ?",
         [device_id, software_id])}
+
+
+def recorded_problem_ids(db: sqlite_utils.Database, device_id: str) -> dict[str, list[str]]:
+    """item_id -> the ids of the problems its last finished run on this device recorded
+    (any software: a problem's id does not depend on it), for ``sweep --list``."""
+    found: dict[str, list[str]] = {}
+    for row in db.query("select item_id, problem_ids from sweep_status where device_id = ?"
+                        " and problem_ids is not null and problem_ids != '[]'"
+                        " order by updated_at", [device_id]):
+        try:
+            ids = json.loads(row["problem_ids"])
+        except ValueError:
+            continue
+        if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
+            found[str(row["item_id"])] = ids
+    return found
 
 
 def record_status(db: TuningDB, row: dict[str, Any], *, keep_status: str | None = None

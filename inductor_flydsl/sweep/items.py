@@ -23,6 +23,7 @@ M symbolic and ``m`` as its hint, as a dynamic-shape compile does.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -223,17 +224,18 @@ def always_skipped(item: SweepItem, device_kind: str) -> bool:
     return device_kind == "cpu" and item.op not in CPU_TUNED_OPS
 
 
-def db_name(item: SweepItem, device_kind: str) -> str | None:
-    """The name the tuning DB gives the problem ``item`` records on a device of
-    ``device_kind`` (``cpu``, ``cuda``, ``rocm``): what ``sweep --list`` and the sweep's
-    progress lines show. The problem is built as the worker's compile presents it to
-    Inductor (``problem.synthetic_problem`` and friends), so the name is the recorded
-    one's; only the name is predicted, not the id (a CPU linear's key holds oneDNN's
-    packed weight, whose size is oneDNN's).
+def db_problem(item: SweepItem, device_kind: str) -> Problem | None:
+    """The problem the tuning DB records for ``item`` on a device of ``device_kind``
+    (``cpu``, ``cuda``, ``rocm``), built as the worker's compile presents it to Inductor
+    (``problem.synthetic_problem`` and friends): its ``summary()`` is the recorded name
+    (what ``sweep --list`` and the sweep's progress lines show), its ``id`` the recorded
+    id (what ``sweep --list`` prints, and ``db show``/``db list`` use). A CPU float32
+    linear's key holds MKL's packed weight, whose size only MKL tells: it is asked
+    (``_mkl_packed_weight``), on this machine, as the sweep's worker would.
 
-    None where the item alone does not tell (the caller then shows ``item.summary()``):
-    an item the device always skips (nothing is recorded), a float32 linear on a CPU
-    build without MKL (oneDNN's ACL on Arm), a dynamic-M grouped or scaled GEMM.
+    None where the item alone does not tell: an item the device always skips (nothing
+    is recorded), a float32 linear on a CPU build without MKL (oneDNN's ACL on Arm), a
+    dynamic-M grouped or scaled GEMM.
     """
     if always_skipped(item, device_kind):
         return None
@@ -264,35 +266,84 @@ def db_name(item: SweepItem, device_kind: str) -> str | None:
         problem = synthetic_problem("mm" if item.op == "linear" else item.op, item.m,
                                     item.n, item.k, dtype=item.dtype, layout=item.layout,
                                     batch=item.batch)
-    return (dynamic_m_problem(problem) if item.dynamic_m else problem).summary()
+    return dynamic_m_problem(problem) if item.dynamic_m else problem
 
 
-def _cpu_linear(item: SweepItem) -> Problem | None:
-    """A frozen bias-free CPU linear as Inductor's oneDNN passes leave it (their
-    ``_is_packable_linear`` and ``pack_linear``): float32 at a static M becomes MKL's
-    ``packed_linear``; float32 at a dynamic M, and bf16/fp16 where oneDNN has them, its
-    ``linear_unary`` (post-op ``none``); bf16/fp16 elsewhere stays ATen's mm of x and
-    the transposed weight. None on a build without MKL."""
+def db_name(item: SweepItem, device_kind: str) -> str | None:
+    """The name the tuning DB gives the problem ``item`` records (:func:`db_problem`),
+    or None where the item alone does not tell (the caller then shows
+    ``item.summary()``)."""
+    problem = db_problem(item, device_kind)
+    return None if problem is None else problem.summary()
+
+
+def db_problem_id(item: SweepItem, device_kind: str) -> str | None:
+    """The id the tuning DB gives the problem ``item`` records (what ``db show`` and
+    ``db list`` use), where it is known before the item runs: on a CPU, whose keys
+    :func:`db_problem` rebuilds exactly. On a GPU the key also holds how the compile
+    timed the candidates (``timing=graph`` where the plugin offered one: see
+    ``inductor/timing_parity.py``), which only the run tells: None."""
+    if device_kind != "cpu":
+        return None
+    problem = db_problem(item, device_kind)
+    return None if problem is None else problem.id
+
+
+@functools.lru_cache(maxsize=256)
+def _mkl_packed_weight(n: int, k: int, m: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Size and stride of the weight MKL packs for a float32 (N x K) linear at M rows
+    (Inductor's ``pack_linear_weight``: ``mkl._mkl_reorder_linear_weight``), the second
+    input of the ``packed_linear`` the DB records. MKL sizes its buffer by its own rules
+    (a 128 x 64 weight packs into 1459233 floats on x86-64 AVX512), so MKL is asked, on
+    an uninitialized weight (its values do not change the size)."""
+    import torch
+
+    with torch.no_grad():
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(torch.empty(n, k), m)
+    return tuple(packed.size()), tuple(packed.stride())
+
+
+def cpu_linear_op(dtype: str, dynamic_m: bool = False) -> str | None:
+    """The op a frozen bias-free CPU linear of ``dtype`` is recorded as on this machine
+    (Inductor's oneDNN passes, their ``_is_packable_linear`` and ``pack_linear``):
+    float32 at a static M becomes MKL's ``packed_linear``; float32 at a dynamic M, and
+    bf16/fp16 where oneDNN has them, its ``linear_unary`` (post-op ``none``); bf16/fp16
+    elsewhere stays ATen's ``mm`` of x and the transposed weight. None for float32 on a
+    build without MKL (oneDNN's ACL on Arm)."""
     import torch
 
     from ..inductor import internals
-    from ..problems.problem import Problem, TensorSpec, synthetic_problem
 
-    m, n, k, dtype = item.m, item.n, item.k, item.dtype
-    x, out = TensorSpec(dtype, (m, k), (k, 1)), TensorSpec(dtype, (m, n), (n, 1))
     if dtype == "float32":
         if not torch.backends.mkl.is_available():
             return None
-        if not item.dynamic_m:  # the (N, K) weight stands in for MKL's packed one
-            return Problem(op="packed_linear", output=out,
-                           inputs=(x, TensorSpec(dtype, (n, k), (k, 1))))
-    else:
-        packs = (internals.is_mkldnn_bf16_supported if dtype == "bfloat16"
-                 else internals.is_mkldnn_fp16_supported)
-        if not packs("cpu"):
-            return synthetic_problem("mm", m, n, k, dtype=dtype, layout="nt")
-    return Problem(op="linear_unary", inputs=(x, TensorSpec(dtype, (k, n), (1, k))),
-                   output=out, attrs=(("algorithm", ""), ("attr", "none"), ("scalars", ())))
+        return "linear_unary" if dynamic_m else "packed_linear"
+    packs = (internals.is_mkldnn_bf16_supported if dtype == "bfloat16"
+             else internals.is_mkldnn_fp16_supported)
+    return "linear_unary" if packs("cpu") else "mm"
+
+
+def _cpu_linear(item: SweepItem) -> Problem | None:
+    """The problem a frozen bias-free CPU linear is recorded as (:func:`cpu_linear_op`):
+    ``packed_linear`` of x, MKL's packed weight and the (N, K) weight; ``linear_unary``
+    of x and oneDNN's reordered weight; or ``mm`` of x and the transposed weight."""
+    from ..problems.problem import Problem, TensorSpec, synthetic_problem
+
+    m, n, k, dtype = item.m, item.n, item.k, item.dtype
+    op = cpu_linear_op(dtype, item.dynamic_m)
+    if op is None:
+        return None
+    if op == "mm":
+        return synthetic_problem("mm", m, n, k, dtype=dtype, layout="nt")
+    x, out = TensorSpec(dtype, (m, k), (k, 1)), TensorSpec(dtype, (m, n), (n, 1))
+    if op == "packed_linear":
+        size, stride = _mkl_packed_weight(n, k, m)
+        return Problem(op=op, output=out, inputs=(x, TensorSpec(dtype, size, stride),
+                                                  TensorSpec(dtype, (n, k), (k, 1))))
+    # oneDNN's reordered weight is opaque: Inductor's IR gives it the (N, K) size and the
+    # stride (1, 0), as torch reports every 2-D mkldnn tensor's
+    return Problem(op=op, inputs=(x, TensorSpec(dtype, (n, k), (1, 0))), output=out,
+                   attrs=(("algorithm", ""), ("attr", "none"), ("scalars", ())))
 
 
 def dedupe(items: list[SweepItem]) -> list[SweepItem]:

@@ -30,6 +30,7 @@ Presets:
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ def _preset_items(name: str) -> list[SweepItem]:
     if name == "cpu-smoke":
         return [SweepItem.from_values({"op": op, "m": m, "n": n, "k": k, "dtype": "float32",
                                        "layout": "nt"}) for op, m, n, k in CPU_SMOKE]
-    raise ItemError(f"unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
+    raise ItemError(unknown_preset(name))
 
 
 PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "moe-mixtral-8x7b",
@@ -156,8 +157,24 @@ PRESETS = ("dense-bf16-suite", "llama3-8b", "llama3-70b", "mixtral-8x7b", "moe-m
            "mx-dense-suite", "cpu-smoke")
 
 
+def unknown_preset(name: str) -> str:
+    """The error for a preset name that is not one: the close matches first (``cpu_smoke``
+    for ``cpu-smoke``), then every preset."""
+    close = difflib.get_close_matches(name.strip().lower().replace("_", "-"), PRESETS, n=2,
+                                      cutoff=0.6)
+    guess = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"--preset {name!r} is not a preset{guess}; presets: {', '.join(PRESETS)}"
+
+
+def check_preset(name: str) -> str:
+    """``name`` if it is a preset, else :class:`ItemError` (:func:`unknown_preset`)."""
+    if name not in PRESETS:
+        raise ItemError(unknown_preset(name))
+    return name
+
+
 def preset(name: str) -> list[SweepItem]:
-    return dedupe(_preset_items(name))
+    return dedupe(_preset_items(check_preset(name)))
 
 
 # ---- CSV ------------------------------------------------------------------------------

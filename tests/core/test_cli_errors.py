@@ -32,6 +32,13 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
                             "8x64x64", "--config", "{bad"], ["--config '{bad'"]),
     "db_list_bad_shape": (["db", "list", "--db", "{db}", "--shape", "12x"],
                           ["--shape '12x'", "MxNxK"]),
+    "bmm_without_batch": (["explain", "--op", "bmm", "--shape", "16x4096x4096"],
+                          ["--shape '16x4096x4096'", "takes 4 sizes, not 3", "BxMxNxK",
+                           "e.g. 4x8x4096x4096"]),
+    # a short error with the close match, not argparse's whole usage
+    "preset_misspelt": (["sweep", "--preset", "cpu_smoke"],
+                        ["--preset 'cpu_smoke' is not a preset (did you mean 'cpu-smoke'?); "
+                         "presets: dense-bf16-suite, llama3-8b,", ", cpu-smoke"]),
 }
 
 

@@ -64,8 +64,8 @@ def test_sweep_from_a_dynamic_miss_records_what_the_dynamic_compile_looks_up(
     env = sweep_env(tmp_path / "sweep")
     listed = run_cli(["sweep", "--from-misses", "--db", str(swept), "--list"], env)
     assert listed.returncode == 0, listed.stderr
-    # listed by the name the DB gives the problem
-    assert listed.stdout.strip().splitlines()[-1].endswith(f"  {problem['summary']}")
+    # listed by the id and name the DB gives the problem
+    assert listed.stdout.strip().splitlines()[-1] == f"{problem['id']}  {problem['summary']}"
     proc = run_cli(["sweep", "--from-misses", "--db", str(swept), "--json"], env)
     summary = sweep_json(proc)
     assert proc.returncode == 0 and summary["done"] == 1, summary

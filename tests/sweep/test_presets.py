@@ -121,8 +121,10 @@ def test_presets() -> None:
     smoke = preset("cpu-smoke")
     assert all(i.dtype == "float32" and i.m * i.n * i.k <= 1 << 20 for i in smoke)
     assert sum(i.op == "linear" for i in smoke) >= 3
-    with pytest.raises(ItemError, match="unknown preset"):
+    with pytest.raises(ItemError, match="'gpt-5' is not a preset; presets: dense-bf16-suite"):
         preset("gpt-5")
+    with pytest.raises(ItemError, match=r"\(did you mean 'cpu-smoke'\?\)"):
+        preset("cpu_smoke")
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,32 @@ def test_cpu_smoke_preset_end_to_end(smoke_sweep: dict) -> None:
     assert sum(summary["wins_by_backend"].values()) == len(linear)
     verify = run_cli(["db", "verify", str(db)], sweep_env(smoke_sweep["root"]))
     assert verify.returncode == 0, verify.stdout
+
+
+def test_list_prints_the_ids_db_show_finds(smoke_sweep: dict, tmp_path: Path) -> None:
+    """``sweep --list`` puts before each cpu-smoke item the id of the problem the DB
+    records for it (the one ``db show`` and ``db list`` use), not the item's own hash:
+    predicted before any run (no DB yet), read from the DB's sweep_status after one."""
+    db, env = smoke_sweep["db"], sweep_env(smoke_sweep["root"])
+    items = preset("cpu-smoke")
+    statuses = status_by_item(db)
+    recorded = [json.loads(statuses[i.item_id]["problem_ids"]) for i in items]
+
+    def listed_ids(target: Path) -> list[list[str]]:
+        proc = run_cli(["sweep", "--preset", "cpu-smoke", "--list", "--db", str(target)],
+                       env)
+        assert proc.returncode == 0, proc.stderr
+        assert "`db show ID` and `db list`" in proc.stderr  # what the column is
+        return [line.split("  ", 1)[0].split(",") for line in proc.stdout.splitlines()]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each is mostly `import torch`
+        before, after = pool.map(listed_ids, (tmp_path / "not_yet.db", db))
+    assert not (tmp_path / "not_yet.db").exists()  # listing creates no DB
+    assert before == recorded and after == recorded
+    assert all(i.item_id not in ids for i, ids in zip(items, before, strict=True))
+    shown = run_cli(["db", "show", before[0][0], "--db", str(db)], env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"(id {before[0][0]})" in shown.stdout
 
 
 @pytest.mark.slow  # > 20 s on 2 cores

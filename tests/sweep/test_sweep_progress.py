@@ -123,7 +123,12 @@ def test_sweep_prints_the_wait_and_every_item(tmp_path: Path,
     assert "noisy: machine still busy after" in lines[done]
     recorded = sqlite_utils.Database(db)
     names = {r["summary"] for r in recorded.query("select summary from problems")}
+    ids = {r["id"] for r in recorded.query("select id from problems")}
     recorded.close()
+    # --list's first column: the ids the DB gave them (`db show` finds them), known
+    # before the run; none for the skipped item
+    assert [line.split("  ", 1)[0] for line in listed.stdout.splitlines()][2] == "-"
+    assert {line.split("  ", 1)[0] for line in listed.stdout.splitlines()[:2]} == ids
     assert line_of("started", bf16_name) < line_of("done", bf16_name)
     assert names == {fp32_name, bf16_name}  # named before they ran as the DB names them
     assert line_of("started", "mm bfloat16 32x64x16 nt") < line_of(
