@@ -13,10 +13,10 @@ first launches do without parallel builds), then, inside the compile, the wall t
 the builds' start to the last one done (by a worker process or by the benchmarking
 thread, which builds what no worker has taken yet while a core is idle) with
 ``INDUCTOR_FLYDSL_BUILD_JOBS`` = 1 and = N (default: this machine's CPUs), each with the
-build pool warm (its workers started and warmed up before the compile, as when the
-plugin is enabled at ``import torch`` by ``INDUCTOR_FLYDSL=1``, seconds before a model's
-first GEMM is tuned) and cold (the compile starts right after ``enable()``, so the fork
-server's imports and the workers' start-up fall inside the builds' wall time).
+build pool warm (its workers started and warmed up before the compile, as for every
+FlyDSL selection after a process's first, which started the pool) and cold (the compile
+starts right after ``enable()``, which starts nothing, so the build server's imports and
+the workers' start-up fall inside the builds' wall time, as in a process's first).
 
     python scripts/bench_builds.py               # table
     python scripts/bench_builds.py --jobs 1,2 --json
@@ -52,9 +52,10 @@ if sys.argv[3] == "serial":  # today's cost: every candidate built one after ano
                                   "candidates": len(configs), "built_ok": ok}))
     sys.exit(0)
 provider.runtime_target = lambda device: ("gfx950", [])  # offer the candidates on CPU
-inductor_flydsl.enable(sys.argv[1], "readwrite")  # makes the build pool, starts its workers
+inductor_flydsl.enable(sys.argv[1], "readwrite")  # starts nothing
 pool_wait_s = None
-if sys.argv[3] == "warm":  # as when the plugin was enabled at `import torch` (autoload)
+if sys.argv[3] == "warm":  # as for every FlyDSL selection after a process's first
+    provider.start_build_server()  # what a selection offering FlyDSL calls
     start = time.perf_counter()
     assert prebuild.wait_ready(120), "build pool not ready"
     pool_wait_s = time.perf_counter() - start

@@ -11,6 +11,14 @@ the compiling process only, which decides when builds stop). Requests go to its 
 events come back on a pipe of their own, one JSON object per line; a thread of this
 process reads them and calls each run's ``on_event`` / ``on_done``. The server exits
 when its stdin closes: :meth:`BuildServerPool.shutdown`, or this process's exit.
+
+It also ends when this process dies without closing it (SIGKILL, a crash): a child
+forked from this process (a DataLoader worker, a user's ``os.fork``) does not keep the
+server's stdin open, since the pipes are replaced by ``/dev/null`` in every forked child
+(:func:`_detach_forked_child`), and the server asks for SIGTERM at its parent's death
+(``build_server.BOOTSTRAP``). That signal follows the thread that started the server,
+so every server is started by one thread of this process that lasts as long as the
+process (:func:`_start_server`), whichever thread (a compile's, a launch's) asks.
 """
 
 from __future__ import annotations
@@ -19,17 +27,20 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import parent_death
 from .build_claims import CAPACITY
 from .build_pool import PoolEvent
-from .build_server import MODULE
+from .build_server import BOOTSTRAP, MODULE
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -59,6 +70,76 @@ def server_environment() -> dict[str, str]:
     return env
 
 
+def server_command(events_fd: int) -> list[str]:
+    """The server's command line: :data:`.build_server.BOOTSTRAP` (end with this process)
+    running :data:`.build_server.MODULE`."""
+    return [sys.executable, "-c", BOOTSTRAP, parent_death.__file__, MODULE,
+            "--events-fd", str(events_fd), "--parent-pid", str(os.getpid())]
+
+
+class _Starter:
+    """One daemon thread of this process that starts build servers: a server's
+    parent-death signal follows the thread that started it, and the threads that ask for
+    a pool (a compile's, a launch's, a test's) may end long before the process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, daemon=True,
+                         name="inductor-flydsl-build-server-starter").start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, box, done = self._requests.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # handed to the caller
+                box.append((False, exc))
+            done.set()
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        box: list[tuple[bool, Any]] = []
+        done = threading.Event()
+        self._requests.put((fn, box, done))
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+
+_starter: _Starter | None = None
+_starter_lock = threading.Lock()
+_pools: weakref.WeakSet[BuildServerPool] = weakref.WeakSet()  # this process's, live
+
+
+def _start_server(fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """``fn()`` (which starts a server) on this process's starter thread (here while the
+    interpreter exits: daemon threads no longer run then)."""
+    global _starter
+    if sys.is_finalizing():
+        return fn()
+    with _starter_lock:
+        if _starter is None or _starter.pid != os.getpid():
+            _starter = _Starter()
+        starter = _starter
+    return starter.call(fn)
+
+
+def _detach_forked_child() -> None:
+    """In a child forked from this process: the pools' pipes are replaced by
+    ``/dev/null`` (not closed: the file objects still own the descriptor numbers), so
+    the child does not keep a server's stdin open after this process dies. The child's
+    own builds get a pool of their own (``prebuild.build_pool`` checks the pid)."""
+    global _starter, _starter_lock
+    _starter, _starter_lock = None, threading.Lock()  # the thread is not in the child
+    for pool in list(_pools):
+        pool.detach()
+
+
+os.register_at_fork(after_in_child=_detach_forked_child)
+
+
 class BuildServerPool:
     """``n_workers`` build workers of ``compile_fn`` (``module:function``) in a build
     server (see the module docstring); the server starts with this object, its workers
@@ -83,17 +164,18 @@ class BuildServerPool:
         self._status = threading.Condition(self._lock)
         self._write_lock = threading.Lock()
         events_r, events_w = os.pipe()
+        command, env = server_command(events_w), server_environment()
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", MODULE, "--events-fd", str(events_w)],
-                stdin=subprocess.PIPE, pass_fds=(events_w,), env=server_environment(),
-                start_new_session=True)
+            self._proc = _start_server(lambda: subprocess.Popen(
+                command, stdin=subprocess.PIPE, pass_fds=(events_w,), env=env,
+                start_new_session=True))
         except BaseException:
             os.close(events_r)
             raise
         finally:
             os.close(events_w)
         self._events = os.fdopen(events_r, "rb")
+        _pools.add(self)
         self._send({"workers": self.n_workers, "timeout_s": timeout_s,
                     "compile_fn": compile_fn, "warm_up": list(warm_up or []),
                     "warm_up_job": warm_up_job, "idle_exit_s": idle_exit_s,
@@ -162,6 +244,20 @@ class BuildServerPool:
         if self._reader is not threading.current_thread():
             self._reader.join(10)
         self._give_up_all("the build pool was shut down")
+
+    def detach(self) -> None:
+        """(In a forked child, which has no reader thread.) Let go of the server's pipes:
+        each descriptor now refers to ``/dev/null``, and this pool is broken here."""
+        if self.pid == os.getpid():
+            return
+        self.broken = self.broken or "inherited by a forked process"
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for pipe in (self._proc.stdin, self._events):
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    os.dup2(null, pipe.fileno(), inheritable=False)  # closed: ValueError
+        finally:
+            os.close(null)
 
     # ---- the channels -----------------------------------------------------------------
     def _send(self, message: dict[str, Any]) -> None:

@@ -18,7 +18,8 @@ every pending future). Here:
 * **Failures stay with their job.** A job that exceeds ``timeout_s`` has its worker
   killed and is reported ``timeout``; a worker that dies (abort, segfault, OOM kill) is
   reported as its current job's ``crashed``; a fresh worker takes over. Workers ignore
-  SIGINT: the parent stops them (Ctrl-C keeps what finished). When workers keep dying
+  SIGINT: the parent stops them (Ctrl-C keeps what finished), and end with it: SIGTERM
+  when the parent process dies (``parent_death.py``). When workers keep dying
   before their first job, the pool gives up (``broken``): the runs end with their free
   jobs closed and :func:`run_pool` raises.
 * **Warm workers.** A worker imports ``warm_up`` modules and, when it has no job waiting
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build_claims import CAPACITY, CLOSED, ELSEWHERE, Claims
+from .parent_death import end_with_parent
 
 
 @dataclass
@@ -112,6 +114,9 @@ def _worker_main(conn: multiprocessing.connection.Connection, compile_fn: str,
     Messages to the parent: ("ready",), ("start", index, t), ("result", index, payload, t)
     with ``t`` from time.monotonic()."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid is not None and not end_with_parent(parent.pid):
+        return  # the parent died while this worker started
     fn = _resolve(compile_fn)
     for module in warm_up:
         with contextlib.suppress(ImportError):
@@ -255,16 +260,17 @@ class WorkerPool:
             raise RuntimeError(run.error)
 
     def serve_with_input(self, fd: int, on_input: Callable[[], bool],
-                         after_step: Callable[[], None] | None = None) -> None:
+                         after_step: Callable[[], bool] | None = None) -> None:
         """Serve the pool in this thread, calling ``on_input()`` whenever ``fd`` is
-        readable, until it returns False; ``after_step`` after every step. For a process
+        readable, until it returns False; ``after_step()`` after every step (at least
+        once a second), which stops serving too when it returns False. For a process
         whose only thread serves the pool, so its workers may be forked from it
         (:mod:`.build_server`)."""
         while True:
             if fd in self._step([fd]) and not on_input():
                 return
-            if after_step is not None:
-                after_step()
+            if after_step is not None and not after_step():
+                return
 
     def serve_in_background(self) -> None:
         with self._lock:

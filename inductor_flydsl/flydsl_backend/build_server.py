@@ -14,6 +14,13 @@ thread (the ``fork`` start method: no ``__main__`` is prepared again, and a work
 in milliseconds with everything loaded). It is started with ``INDUCTOR_FLYDSL=0``, so its
 ``import torch`` never enables the plugin (which would start another server).
 
+It ends with the process that started it: :data:`BOOTSTRAP` (run by ``python -c``
+before this module, and so the package and torch, are imported) asks for SIGTERM at the
+parent's death (``parent_death.py``) and exits at once if the parent (``--parent-pid``)
+is already gone; the serving loop also checks the parent about every second. Its workers
+ask the same of it (``build_pool.py``), so nothing of the pool outlives the compiling
+process, even killed with SIGKILL while a child forked from it lives on.
+
 Protocol, one JSON object per line, nothing pickled between the two processes:
 
 * requests on stdin: first the pool's settings (``workers``, ``timeout_s``,
@@ -43,6 +50,17 @@ from typing import Any
 from .build_pool import PoolEvent, PoolRun, WorkerPool
 
 MODULE = "inductor_flydsl.flydsl_backend.build_server"
+# ``python -c BOOTSTRAP <parent_death.py> <module> <args>``: end with the parent (its pid
+# follows --parent-pid in <args>), then run <module> as ``__main__`` (as ``-m`` would)
+BOOTSTRAP = """\
+import runpy, sys
+helper, module, *args = sys.argv[1:]
+parent = int(args[args.index("--parent-pid") + 1])
+if not runpy.run_path(helper)["end_with_parent"](parent):
+    sys.exit(0)
+sys.argv = [module, *args]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
 
 
 class LineReader:
@@ -78,9 +96,11 @@ class EventWriter:
 class BuildServer:
     """The pool and the two channels; :meth:`serve` runs until end of input."""
 
-    def __init__(self, requests_fd: int, events: EventWriter) -> None:
+    def __init__(self, requests_fd: int, events: EventWriter,
+                 parent_pid: int | None = None) -> None:
         self.requests = LineReader(requests_fd)
         self.events = events
+        self.parent_pid = parent_pid  # None: not checked
         self.pool: WorkerPool | None = None
         self._status: tuple[int, int, str | None] | None = None
         self._pending: list[dict[str, Any]] = []
@@ -108,8 +128,13 @@ class BuildServer:
         for request in self._pending:
             self.handle(request)
         self._pending = []
-        self.pool.serve_with_input(self.requests.fd, self._on_input, self._report_status)
+        self.pool.serve_with_input(self.requests.fd, self._on_input, self._after_step)
         self.pool.shutdown()
+
+    def _after_step(self) -> bool:
+        """Report a changed status; False (stop serving) when the parent is gone."""
+        self._report_status()
+        return self.parent_pid is None or os.getppid() == self.parent_pid
 
     def _on_input(self) -> bool:
         lines = self.requests.read_lines()
@@ -158,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="inductor_flydsl's FlyDSL build server "
                                      "(started by the plugin; not for direct use)")
     parser.add_argument("--events-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process is no longer the parent")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the client decides when to stop
     requests_fd = os.dup(0)
@@ -172,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.close(fd)
 
     os.register_at_fork(after_in_child=close_channels)
-    server = BuildServer(requests_fd, EventWriter(events_fd))
+    server = BuildServer(requests_fd, EventWriter(events_fd), args.parent_pid)
     settings = server.settings()
     if settings is None:
         return 0

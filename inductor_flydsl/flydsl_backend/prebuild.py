@@ -8,8 +8,10 @@ one build at a time per worker process, each worker taking the next free build i
 so a compiling thread that holds the GIL does not idle them; a crashing or overrunning
 build recorded against its own candidate and its worker replaced).
 
-The pool is kept for the process. It is made when the plugin is enabled on a device that
-can run FlyDSL (:func:`prewarm`). Its workers live in a build server, a process started
+The pool is kept for the process. It is made at the first selection that offers FlyDSL
+candidates (:func:`prewarm`, called by the provider), or by the first build a launch asks
+for; never when the plugin is enabled, which with ``INDUCTOR_FLYDSL=1`` is at ``import
+torch`` in every process. Its workers live in a build server, a process started
 from the package's own entry point (:mod:`.build_server`, through :mod:`.build_client`),
 so a user's script without a ``__main__`` guard is never run again by them; the server
 imports torch and FlyDSL once (:data:`PRELOAD`) and forks its workers; each worker then
@@ -252,9 +254,9 @@ def build_pool(min_workers: int = 0) -> Any:
 def prewarm() -> None:
     """Make the build pool now: it starts the build server (which imports torch and
     FlyDSL once, about 3 s of one core) and the workers, each warmed up with one
-    throwaway compile, so the first shape's builds start at once. Called when the plugin
-    is enabled on a device where FlyDSL candidates can be offered; no-op when parallel
-    builds are off."""
+    throwaway compile, so the first shape's builds start at once. Called by each
+    selection that offers FlyDSL candidates (a running pool only starts the workers that
+    exited idle); no-op when parallel builds are off."""
     try:
         pool = build_pool()
         if pool is not None:

@@ -6,11 +6,11 @@ would pick; recorded timings only replace benchmarking (``serving.py``).
 ``AlgorithmSelectorCache`` (behind every ``autotune_select_algorithm``) is the one place
 that sees the op name, the input nodes, the output layout and the final choice list
 together, and the one that benchmarks. The plugin extends that class and swaps the class
-of Inductor's existing selector object (its state, feedback savers and preprocessing
-functions stay as they are). The subclass remembers the call's context, hands Inductor
-recorded timings in place of benchmarking (``autotune``) and builds nothing for a served
-candidate (``make_precompile_fn``); everything else is Inductor's public registration
-functions:
+of Inductor's selector object (its state, feedback savers and preprocessing functions
+stay as they are), once Inductor made it (``selector_hooks.py``). The subclass
+remembers the call's context, hands Inductor recorded timings in place of benchmarking
+(``autotune``) and builds nothing for a served candidate (``make_precompile_fn``);
+everything else is Inductor's public registration functions:
 
 - a preprocessing function (runs after Inductor's own filters): adds plugin choices
   (FlyDSL, when its backend token is on and the problem is eligible), then looks the
@@ -50,6 +50,7 @@ from . import (
     fusion_replay,
     internals,
     plugin_state,
+    selector_hooks,
     triton_stream,
 )
 from .lookup import preprocess_choices
@@ -76,26 +77,15 @@ def _fusion_gate(gemm: Any) -> bool:
 
 
 # ---- installation ------------------------------------------------------------------------
-_original_selector_class: type | None = None
-
-
 def install(state: PluginState) -> None:
     """Activate ``state``: the selector's class swapped, the preprocessing function and
     the feedback saver registered (once per process: they stay, doing nothing while the
-    plugin is off), the post-fusion observer, the fusion-replay patches and, under a
-    torch that binds a Triton call's stream early, its backport (``internals.PATCHES``)
-    and the epilogue-fusion pass installed; :func:`uninstall`
-    takes out all but the two registered functions."""
-    global _original_selector_class
-    cache = internals.get_algorithm_selector_cache()
-    if not isinstance(cache, PluginSelector):
-        _original_selector_class = internals.swap_selector_class(cache, PluginSelector)
-    # Checked each time: Inductor's clear_preprocessing_fns()/clear_feedback_savers()
-    # may have dropped them since.
-    if preprocess_choices not in cache.preprocessing_fns:
-        internals.add_preprocessing_fn(preprocess_choices)
-    if save_feedback not in cache.feedback_saver_fns:
-        internals.add_feedback_saver(save_feedback)
+    plugin is off), on Inductor's selector object now or, where Inductor has not made it
+    yet, when it does (``selector_hooks.py``: making it asks the GPU), the post-fusion
+    observer, the fusion-replay patches and, under a torch that binds a Triton call's
+    stream early, its backport (``internals.PATCHES``) and the epilogue-fusion pass
+    installed; :func:`uninstall` takes out all but the two registered functions."""
+    selector_hooks.attach()
     fusion_observer.set_sink(record_epilogue, report_error)
     fusion_observer.install_observer()
     fusion_replay.install()
@@ -116,7 +106,5 @@ def uninstall() -> PluginState | None:
     fusion_replay.uninstall()
     triton_stream.uninstall()
     epilogue_fusion.uninstall_pass()
-    cache = internals.get_algorithm_selector_cache()
-    if isinstance(cache, PluginSelector) and _original_selector_class is not None:
-        internals.restore_selector_class(cache, _original_selector_class)
+    selector_hooks.detach()
     return previous

@@ -28,8 +28,10 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
   used;
 - internals replaced for a while, for want of an extension point: four methods of the
   scheduler's deferred epilogue-fusion decision (``fusion_replay.py``, while the plugin is
-  on) and two functions of the sweep worker's CPU set-up (``sweep/warm_up.py``, until its
-  end). Each is declared in :data:`PATCHES` and installed and put back only through the
+  on), two functions of the sweep worker's CPU set-up (``sweep/warm_up.py``, until its
+  end) and the function that makes Inductor's selector object (``selector_hooks.py``,
+  until Inductor first calls it: the plugin never makes the object, which asks the
+  GPU). Each is declared in :data:`PATCHES` and installed and put back only through the
   sibling ``patches.py``; :func:`problems` checks the declared attributes too.
 
 The rest are read, never changed: IR classes, size hints, counters, the benchmarker and
@@ -76,6 +78,11 @@ INTERNALS: tuple[Internal, ...] = (
                       "lookup(choices, op, inputs, benchmark)")),
     Internal("get_algorithm_selector_cache", _SA, "get_algorithm_selector_cache",
              "the process's selector object, whose class is swapped"),
+    Internal("select_algorithm", "torch._inductor", "select_algorithm",
+             "its _ALGORITHM_SELECTOR_CACHE: Inductor's selector object, or None before "
+             "Inductor made it (selector_object); its get_algorithm_selector_cache wrapped "
+             "until then (selector_hooks.py)",
+             members=("_ALGORITHM_SELECTOR_CACHE", "get_algorithm_selector_cache")),
     Internal("add_preprocessing_fn", _SA, "add_preprocessing_fn",
              "adds plugin choices and looks the problem up", params=("fn",)),
     Internal("add_feedback_saver", _SA, "add_feedback_saver",
@@ -216,6 +223,7 @@ class Patch:
 
 
 FUSION_REPLAY = "inductor.fusion_replay"
+SELECTOR_HOOKS = "inductor.selector_hooks"
 TRITON_STREAM = "inductor.triton_stream"
 WARM_UP = "sweep.warm_up"
 _WHILE_ON = "inductor_flydsl.disable()"
@@ -236,6 +244,11 @@ PATCHES: tuple[Patch, ...] = (
           "runs, so graph timing captures it instead of timing an empty graph; applied "
           "only where the installed torch needs it; remove when 2.13 support ends",
           _WHILE_ON),
+    Patch("select_algorithm", "get_algorithm_selector_cache", SELECTOR_HOOKS,
+          "puts the plugin on Inductor's selector object when Inductor first asks for it: "
+          "making it queries the GPU (torch.cuda.current_device()), which enable() must "
+          "not do at `import torch`",
+          "Inductor's first call of it, or inductor_flydsl.disable()"),
     Patch("benchmarker", "benchmark_cpu", WARM_UP,
           "keeps the warm-up's background compiles off the CPUs while Inductor times a "
           "candidate", _WARM_UP_END),
@@ -335,15 +348,39 @@ def _check_config() -> list[str]:
     return found
 
 
+# select_algorithm's functions that must reach the selector object through the module's
+# get_algorithm_selector_cache, so the wrapped one sees Inductor make it (selector_hooks.py)
+SELECTOR_USERS = ("autotune_select_algorithm", "add_preprocessing_fn", "add_feedback_saver")
+
+
+def selector_object() -> Any | None:
+    """Inductor's selector object, or None where Inductor has not made it yet (never made
+    here: making it asks the GPU, ``selector_hooks.py``)."""
+    return getattr(resolve(_BY_NAME["select_algorithm"]), "_ALGORITHM_SELECTOR_CACHE", None)
+
+
 def _check_selector() -> list[str]:
-    """The selector object's registries the plugin appends to."""
+    """The selector object's registries the plugin appends to (on the object where it
+    exists, else in ``AlgorithmSelectorCache.__init__``'s source: the check must not make
+    it), and the functions that reach it through ``get_algorithm_selector_cache``."""
     try:
-        cache = resolve(_BY_NAME["get_algorithm_selector_cache"])()
-    except Exception as exc:
-        return [f"Inductor's selector object is unavailable ({type(exc).__name__}: {exc})"]
-    return [f"{type(cache).__name__}.{attr} is gone"
-            for attr in ("preprocessing_fns", "feedback_saver_fns")
-            if not isinstance(getattr(cache, attr, None), list)]
+        module = resolve(_BY_NAME["select_algorithm"])
+        selector = resolve(_BY_NAME["AlgorithmSelectorCache"])
+    except (ImportError, AttributeError) as exc:
+        return [f"Inductor's selector is unavailable ({type(exc).__name__}: {exc})"]
+    cache = getattr(module, "_ALGORITHM_SELECTOR_CACHE", None)
+    init = _method_source(selector, "__init__") or ""
+    found = [f"AlgorithmSelectorCache.{attr} is gone"
+             for attr in ("preprocessing_fns", "feedback_saver_fns")
+             if not (isinstance(getattr(cache, attr, None), list) if cache is not None
+                     else f"self.{attr}: list" in init)]
+    for name in SELECTOR_USERS:
+        source = _method_source(module, name)
+        if source is None or "get_algorithm_selector_cache()" not in source:
+            found.append(f"{_SA}.{name} no longer gets the selector object through "
+                         "get_algorithm_selector_cache(): the plugin would not be put on it "
+                         "when Inductor makes it")
+    return found
 
 
 # How the selector's methods call each other and the plugin's hooks (read in their source,

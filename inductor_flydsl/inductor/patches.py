@@ -4,11 +4,12 @@ does it.
 No extension point offers what these do, so the plugin puts its own function in place of
 one of Inductor's for a while: the methods of the deferred epilogue-fusion decision
 (``fusion_replay.py``, while the plugin is on: :func:`inductor_flydsl.disable` puts them
-back) and the persistent sweep worker's CPU set-up (``sweep/warm_up.py``, until the
-warm-up's end, ``warm_up.finish``). Each is declared in ``internals.PATCHES`` (what it
-replaces, who installs it, why, until when), which ``internals.problems()`` checks per
-torch release. :func:`apply` refuses anything not declared there, remembers the original
-and hands it back; :func:`restore` puts it back.
+back), the persistent sweep worker's CPU set-up (``sweep/warm_up.py``, until the
+warm-up's end, ``warm_up.finish``) and the function that makes Inductor's selector object
+(``selector_hooks.py``, until Inductor first calls it). Each is declared in
+``internals.PATCHES`` (what it replaces, who installs it, why, until when), which
+``internals.problems()`` checks per torch release. :func:`apply` refuses anything not
+declared there, remembers the original and hands it back; :func:`restore` puts it back.
 
 The selector's class swap (``internals.swap_selector_class``) changes one object's class,
 not an attribute, and is undone by ``disable()`` too. Not a replacement:

@@ -11,9 +11,9 @@ a line to a marker file at its top level, then launches one dense bf16 GEMM thro
 plugin's op (``torch.ops.inductor_flydsl.mm_out``) on this CPU: the kernel is built by a
 build worker, loaded by FlyDSL's runtime into the stand-in HIP library (tests/fake_hip)
 and run by the ISA emulator on the tensors' memory; the output is checked against
-torch's. With ``INDUCTOR_FLYDSL=1`` (and the provider's runtime check forced to pass,
-tests/faults/sitecustomize.py) the pool is started at ``import torch``, during the
-script's top level; without it, by the launch.
+torch's, with the plugin off and with ``INDUCTOR_FLYDSL=1`` (and the provider's runtime
+check forced to pass, tests/faults/sitecustomize.py); either way the pool is started by
+the launch (``import torch`` starts nothing).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
-"""``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered starts one build pool: one
-build server (``python -m inductor_flydsl.flydsl_backend.build_server``) whose workers are
-forked from it. The server imports torch (so the plugin's ``torch.backends`` entry point
-runs there) and must not enable the plugin again, or every server would start another one
-(issue 36: a chain of fork servers, one more every few seconds).
+"""With ``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered, the first selection
+that offers them starts one build pool: one build server (``inductor_flydsl.
+flydsl_backend.build_server``) whose workers are forked from it. The server imports torch
+(so the plugin's ``torch.backends`` entry point runs there) and must not enable the plugin
+again, or every server would start another one (issue 36: a chain of fork servers, one
+more every few seconds).
 
 Run for real: a child process with ``INDUCTOR_FLYDSL=1`` and the provider's runtime check
-forced to pass (tests/faults/sitecustomize.py, inherited by every descendant), whose
-descendants are counted from /proc after the pool is warm and a few more seconds.
+forced to pass (tests/faults/sitecustomize.py, inherited by every descendant) calls what
+a selection offering FlyDSL calls (``provider.start_build_server``; ``import torch``
+starts nothing: tests/core/test_nothing_at_import.py); its descendants are counted from
+/proc after the pool is warm and a few more seconds.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ CHILD = r"""
 import json, os, time
 import torch  # the entry point enables the plugin (INDUCTOR_FLYDSL=1)
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild
+from inductor_flydsl.flydsl_backend import prebuild, provider
 
+provider.start_build_server()  # as the first selection offering FlyDSL does
 ready = prebuild.wait_ready(120)
 time.sleep(float(os.environ["SETTLE_S"]))  # a fork-server chain grows about every 3 s
 
