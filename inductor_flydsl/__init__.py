@@ -31,9 +31,19 @@ except ModuleNotFoundError as _exc:
 
     raise ModuleNotFoundError(MISSING_TORCH, name="torch") from None
 
+from . import dependencies
 from . import settings as settings_module
-from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
+
+try:
+    from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
+except ImportError as _exc:  # a required package missing (pip install --no-deps): name it
+    _missing = dependencies.requirement_of(_exc)
+    if _missing is None:
+        raise
+    raise ModuleNotFoundError(dependencies.missing_text(_missing, str(_exc)),
+                              name=_missing.module) from None
 from .settings import (
+    DISPLAY_ONLY,
     ENV_DB,
     ENV_MODE,
     Mode,
@@ -73,7 +83,10 @@ def enable(db_path: str | os.PathLike[str] | None = None,
     install of this package, a torch release outside the supported ones
     (``inductor/torch_range.py``) or a torch that lacks an Inductor internal the plugin
     relies on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
-    warning naming the variable or module and the fix; the settings returned then say
+    warning naming the variable or module and the fix (a required package missing, as
+    after ``pip install --no-deps``: the package and ``pip install ...``; a bad value of a
+    display-only setting, ``INDUCTOR_FLYDSL_LOG``, is one warning and its default, the
+    plugin on); the settings returned then say
     ``mode=off``. ``strict=True`` raises instead: :class:`SettingError` or
     :class:`PluginUnavailable`; it also raises :class:`SettingError` on an unknown
     ``INDUCTOR_FLYDSL_*`` name (a typo, which otherwise does nothing) and
@@ -89,7 +102,7 @@ def enable(db_path: str | os.PathLike[str] | None = None,
             raise ValueError(f"mode={mode!r}: {exc}") from None
     with _lock:
         disable()
-        problem = _setting_problem(db_path, mode)
+        problem = _setting_problem(db_path, mode, strict)
         if problem is not None:
             return _stay_off(problem, db_path, strict)
         unknown = unknown_settings()
@@ -101,6 +114,10 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         unsupported = _torch_problem()
         if unsupported is not None:
             return _stay_off(PluginUnavailable(unsupported), db_path, strict)
+        absent = dependencies.missing(compile_only=True)
+        if absent:  # e.g. installed with --no-deps
+            return _stay_off(PluginUnavailable("; ".join(
+                dependencies.missing_text(r, error) for r, error in absent)), db_path, strict)
         missing = _internals_problems()
         if missing:
             return _stay_off(PluginUnavailable(
@@ -135,13 +152,20 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         return settings
 
 
-def _setting_problem(db_path: object, mode: object) -> SettingError | None:
+def _setting_problem(db_path: object, mode: object, strict: bool) -> SettingError | None:
     """Every bad ``INDUCTOR_FLYDSL_*`` value, as one error (None: all good); the DB and
-    mode variables count only where no argument overrides them."""
+    mode variables count only where no argument overrides them. Not strict, bad values
+    of display-only settings alone (``INDUCTOR_FLYDSL_LOG``) are one warning each and
+    their defaults: the plugin stays on."""
     overridden = {name for name, given in ((ENV_DB, db_path), (ENV_MODE, mode))
                   if given is not None}
     errors = [e for e in environment_errors() if e.name not in overridden]
-    return SettingError.combine(errors) if errors else None
+    if strict or any(e.name not in DISPLAY_ONLY for e in errors):
+        return SettingError.combine(errors) if errors else None
+    for error in errors:
+        warnings.warn(f"inductor_flydsl: {error}; the default is used and the plugin "
+                      "stays on", stacklevel=4)
+    return None
 
 
 # Modules of this package an enabled plugin imports while Inductor compiles: a compile
@@ -274,7 +298,8 @@ def enable_from_env() -> Settings | None:
             return None
         return enable()
     except Exception as exc:  # never make `import torch` (the entry point) or this import fail
-        warnings.warn(f"inductor_flydsl stays off: {exc}", stacklevel=2)
+        warnings.warn(f"inductor_flydsl stays off: {dependencies.explain(exc) or exc}",
+                      stacklevel=2)
         return None
 
 

@@ -23,6 +23,15 @@ def load() -> None:
     try:
         import inductor_flydsl  # noqa: F401  (ops registered, INDUCTOR_FLYDSL=1 honoured)
     except Exception as exc:  # never break `import torch`
-        warnings.warn(f"inductor_flydsl stays off: importing it failed: {exc}; reinstall "
-                      "it: pip install --force-reinstall --no-deps inductor-flydsl",
-                      stacklevel=2)
+        warnings.warn(f"inductor_flydsl stays off: {_why(exc)}", stacklevel=2)
+
+
+def _why(exc: Exception) -> str:
+    """A package the plugin needs is missing: the package's import named it and the fix
+    (``dependencies.py``, ``torch_range.MISSING_TORCH``); else part of this package is."""
+    missing = getattr(exc, "name", None) or ""
+    if isinstance(exc, ModuleNotFoundError) and missing and \
+            not missing.startswith("inductor_flydsl") and "pip install" in str(exc):
+        return str(exc)
+    return (f"importing it failed: {exc}; reinstall it: pip install --force-reinstall "
+            "--no-deps inductor-flydsl")

@@ -13,6 +13,11 @@ read one:
 - :meth:`EnvSetting.value` logs the same message and returns the default: for code that
   runs during a compile, or in a worker, which must never fail on a setting.
 
+A setting marked ``display_only`` changes only what is printed (``INDUCTOR_FLYDSL_LOG``):
+a bad value of it is one warning and its default, the plugin stays on (``strict`` still
+raises). One marked ``internal`` is set by the package for its own child processes
+(``INDUCTOR_FLYDSL_BUSY_NOTE``): never a typo, but not listed for users (``doctor``).
+
 Two approximations trade the rule "the final code uses the kernels plain Inductor would
 pick" for compile time, and are therefore off unless asked for: ``INDUCTOR_FLYDSL_PRIORS``
 (``priors.py``) and ``INDUCTOR_FLYDSL_BUCKETS`` (``buckets.py``).
@@ -81,6 +86,8 @@ class EnvSetting(Generic[T]):
     default: T
     parse: Callable[[str], T]
     doc: str
+    display_only: bool = False  # only what is printed: a bad value never turns the plugin off
+    internal: bool = False  # set by the package for its children, not by users
 
     def text(self, environ: Mapping[str, str] | None = None) -> str | None:
         value = (os.environ if environ is None else environ).get(self.name)
@@ -142,7 +149,9 @@ def one_of(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         word = text.strip().lower()
         if word not in allowed:
-            raise ValueError(f"use one of: {', '.join(allowed)}")
+            close = difflib.get_close_matches(word, allowed, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"use one of: {', '.join(allowed)}{hint}")
         return word
     return parse
 
@@ -222,10 +231,10 @@ REPEATS = EnvSetting("INDUCTOR_FLYDSL_REPEATS", 5, whole_number(1),
                      "timing samples per finalist (1: no re-measuring)")
 LOG = EnvSetting("INDUCTOR_FLYDSL_LOG", "off", one_of("off", "summary"),
                  "summary: one line on stderr per compile: GEMM selections served from the "
-                 "DB (hits), misses, benchmarked, recorded")
+                 "DB (hits), misses, benchmarked, recorded", display_only=True)
 BUSY_NOTE = EnvSetting("INDUCTOR_FLYDSL_BUSY_NOTE", "", free_text,
                        "set by the sweep runner: why the machine was busy before an item "
-                       "(its selection is recorded low-confidence)")
+                       "(its selection is recorded low-confidence)", internal=True)
 
 ENV_SETTINGS: tuple[EnvSetting[Any], ...] = (
     ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, TOP_K, BUILD_JOBS,
@@ -264,6 +273,14 @@ def environment_errors(environ: Mapping[str, str] | None = None) -> list[Setting
     return errors
 
 
+DISPLAY_ONLY = frozenset(s.name for s in ENV_SETTINGS if s.display_only)
+
+
+def user_settings() -> tuple[EnvSetting[Any], ...]:
+    """The settings a user sets (``doctor`` lists these): all but the internal ones."""
+    return tuple(s for s in ENV_SETTINGS if not s.internal)
+
+
 class UnknownSetting(SettingError):
     """An ``INDUCTOR_FLYDSL_*`` variable that is no setting (a typo): it does nothing."""
 
@@ -297,6 +314,24 @@ def default_db_path() -> Path:
     return Path(cache_home) / "inductor_flydsl" / "tuning.db"
 
 
+class DBSource(enum.StrEnum):
+    """Where the tuning DB's path came from: an explicit path's missing folder is never
+    created (a mistyped folder would silently make a new tree, docs/decisions.md); the
+    default per-user path's is."""
+
+    DEFAULT = "default"
+    ENV = "env"
+    ARGUMENT = "argument"
+
+    def describe(self, path: Path) -> str:
+        """How the user gave ``path``, as they would write it."""
+        if self is DBSource.ENV:
+            return f"{DB.name}={str(path)!r}"
+        if self is DBSource.ARGUMENT:
+            return f"enable(db_path={str(path)!r})"
+        return f"the default per-user DB {path}"
+
+
 @dataclass(frozen=True)
 class Settings:
     db_path: Path
@@ -306,6 +341,7 @@ class Settings:
     reuse: bool = True  # False: measure and record again, never serve recorded timings
     use_priors: bool = False  # opt-in: a short re-tune from the nearest older record
     prior_top_k: int = DEFAULT_PRIOR_TOP_K
+    db_source: DBSource = DBSource.DEFAULT  # where db_path came from
 
 
 def settings_from_env(db_path: str | os.PathLike[str] | None = None,
@@ -313,7 +349,10 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
     """Explicit arguments win over the environment, which wins over the defaults. A bad
     explicit ``mode`` raises ``ValueError``; a bad ``INDUCTOR_FLYDSL_DB``, ``_MODE`` or
     ``_PRIOR_TOP_K`` raises :class:`SettingError`; a bad flag reads as its default."""
-    path = Path(db_path) if db_path is not None else DB.read() or default_db_path()
+    from_env = DB.read() if db_path is None else None
+    path = Path(db_path) if db_path is not None else from_env or default_db_path()
+    source = (DBSource.ARGUMENT if db_path is not None else
+              DBSource.ENV if from_env is not None else DBSource.DEFAULT)
     if mode is not None:
         try:
             chosen = Mode.parse(mode)
@@ -323,7 +362,8 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
         chosen = MODE.read()
     return Settings(db_path=path.expanduser(), mode=chosen, use_shipped=SHIPPED.value(),
                     use_buckets=BUCKETS.value(), reuse=REUSE.value(),
-                    use_priors=PRIORS.value(), prior_top_k=PRIOR_TOP_K.read())
+                    use_priors=PRIORS.value(), prior_top_k=PRIOR_TOP_K.read(),
+                    db_source=source)
 
 
 def enabled_by_env() -> bool:

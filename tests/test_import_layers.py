@@ -4,7 +4,8 @@ imports count; imports under ``if TYPE_CHECKING:`` do not, they never run).
 
 Layers, low to high (a module's layer is that of its top-level subpackage or module):
 
-0. foundations: version, settings, template_loader; problems (what a GEMM problem is and
+0. foundations: version, settings, dependencies (the required packages, by module),
+   template_loader; problems (what a GEMM problem is and
    its key), provenance (device, software stack, validity), timing (timing modes, noise),
    telemetry (counters, stats)
 1. numerics: references and tolerances of the kernels' checks
@@ -27,8 +28,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "inductor_flydsl"
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("version", "settings", "template_loader", "problems", "provenance",
-                     "timing", "telemetry"), 0),
+    **dict.fromkeys(("version", "settings", "dependencies", "template_loader", "problems",
+                     "provenance", "timing", "telemetry"), 0),
     "numerics": 1, "db": 2, "emulator": 3, "isa": 3, "priors": 3, "performance": 4,
     "inductor": 5, "flydsl_backend": 6, "": 7, "plugin_choices": 7, "autoload": 7, "report": 7,
     "sweep": 8, "cli": 9, "__main__": 9,

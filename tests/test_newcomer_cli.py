@@ -353,7 +353,7 @@ def test_the_rocm_scripts_are_commands_of_the_package(tmp_path: Path) -> None:
     assert vllm_help.returncode == 0, vllm_help.stderr
     assert vllm_help.stdout.startswith("usage: inductor-flydsl vllm-serving")
     assert "--model MODEL" in vllm_help.stdout
-    if torch_is_rocm():
+    if _torch_is_rocm():
         return
     assert rocm.returncode == 2, rocm.stdout + rocm.stderr  # not 134 (an abort)
     assert "Traceback" not in rocm.stderr
@@ -361,7 +361,7 @@ def test_the_rocm_scripts_are_commands_of_the_package(tmp_path: Path) -> None:
     assert "torch.version.hip is None" in rocm.stderr
 
 
-def torch_is_rocm() -> bool:
+def _torch_is_rocm() -> bool:
     import torch
 
     return torch.version.hip is not None

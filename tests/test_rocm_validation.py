@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from inductor_flydsl.cli.rocm import epilogues as rocm_epilogues
 from inductor_flydsl.flydsl_backend import configs, kernel_runner, suites
 from inductor_flydsl.template_loader import load_template
 from tests.conftest import load_script
@@ -218,11 +219,6 @@ def test_mx_scaled_mm_through_the_custom_op(device):
     validate_output("scaled_mm", (a, b, sa, sb), out, 1.0, 0.0)
 
 
-def _load_rocm_epilogues():
-    return load_script("rocm_epilogues")
-
-
-rocm_epilogues = _load_rocm_epilogues()
 
 
 @pytest.mark.parametrize("case", list(rocm_epilogues.CASES))

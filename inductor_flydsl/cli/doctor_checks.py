@@ -13,7 +13,19 @@ from pathlib import Path
 
 from ..db.open import SQLITE_VERSION, UnusableDB, open_db
 from ..db.queries import version_and_winners
-from ..settings import DB, ENV_DB, ENV_MODE, MODE, SHIPPED, Mode, settings_from_env
+from ..db.user_path import missing_folder
+from ..dependencies import requirement_of
+from ..settings import (
+    DB,
+    DISPLAY_ONLY,
+    ENV_DB,
+    ENV_MODE,
+    MODE,
+    SHIPPED,
+    Mode,
+    settings_from_env,
+)
+from .doctor_dependencies import TITLE, dependency_states
 from .doctor_settings import settings_in_effect
 
 
@@ -40,6 +52,13 @@ def _version(*distributions: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def dependencies() -> Section:
+    section = Section(TITLE)
+    for state in dependency_states():
+        section.add(state.label, state.value, state.problem)
+    return section
 
 
 def versions() -> Section:
@@ -135,6 +154,11 @@ def tuning_db() -> Section:
     section.add("path", f"{path} ({source})")
     section.add("mode", f"{settings.mode.value} ({mode_source})")
     records = settings.mode is Mode.READWRITE
+    no_folder = missing_folder(settings)
+    if no_folder is not None:  # never created: compiles record nothing
+        section.add("file", f"not used: {path.parent} does not exist",
+                    f"{no_folder}: compiles will not use the DB")
+        return section
     if path.exists():
         try:
             section.add("file", _db_summary(path, immutable=False))
@@ -175,6 +199,8 @@ def shipped() -> Section:
 
 
 def inductor_internals() -> tuple[Section, list[str]]:
+    import sympy  # noqa: F401  (Inductor needs it: without it every name is "gone")
+
     from ..inductor import internals
 
     section = Section("Inductor internals (inductor_flydsl.inductor.internals.problems())")
@@ -192,7 +218,9 @@ def settings_section() -> Section:
         text = f"{state.value or '(empty)'} ({state.source}) - {state.meaning}"
         problem = None
         if state.problem:
-            problem = f"{state.name}={state.value!r}: {state.problem}"
+            problem = f"{state.name}={state.value!r}: {state.problem}" + (
+                " (its default is used; the plugin stays on)"
+                if state.name in DISPLAY_ONLY else "")
         section.add(state.name, text, problem)
     return section
 
@@ -202,6 +230,7 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     import torch
 
     from ..inductor import internals
+    from ..inductor.compile_summary import single_choice_causes
     from ..inductor.gemm_backends import FLYDSL, backend_tokens
 
     config = internals.config
@@ -223,6 +252,9 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     if "CPP" in tokens:
         section.add("C++ (CPU)", "yes, for CPU tensors" if not gpu else
                     "for CPU tensors only")
+    causes = single_choice_causes(gpu, torch.version.hip is not None)
+    section.add("autotuned", "; ".join(f"no: {c}" for c in causes) if causes else
+                "yes: a GEMM has several choices (on CPU, with freezing = True)")
     from ..flydsl_backend.provider import inductor_config_reasons
 
     config_reasons = inductor_config_reasons()
@@ -245,8 +277,36 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     return section
 
 
+def _unchecked(title: str, exc: ImportError) -> Section:
+    """A section whose check needs a required package that is missing (listed, with the
+    fix, under Dependencies)."""
+    requirement = requirement_of(exc)
+    if requirement is None:
+        raise exc
+    section = Section(title)
+    section.add("not checked", f"it needs {requirement.package} (see Dependencies)")
+    return section
+
+
 def collect() -> list[Section]:
-    run_section, flydsl_reasons = runtime()
-    internals_section, internals_found = inductor_internals()
-    return [versions(), toolchain(), run_section, tuning_db(), shipped(), internals_section,
-            settings_section(), compile_offer(flydsl_reasons, internals_found)]
+    sections = [dependencies()]
+    try:
+        run_section, flydsl_reasons = runtime()
+    except ImportError as exc:
+        run_section, flydsl_reasons = _unchecked("ROCm runtime", exc), ["not checked"]
+    try:
+        internals_section, internals_found = inductor_internals()
+    except ImportError as exc:
+        internals_section, internals_found = _unchecked("Inductor internals", exc), []
+    checks = [("Versions", versions), ("Toolchain", toolchain), ("ROCm runtime",
+              lambda: run_section), ("Tuning DB", tuning_db),
+              ("Shipped DBs", shipped), ("Inductor internals", lambda: internals_section),
+              ("Settings", settings_section), ("A max-autotune compile here would offer",
+                                               lambda: compile_offer(flydsl_reasons,
+                                                                     internals_found))]
+    for title, check in checks:
+        try:
+            sections.append(check())
+        except ImportError as exc:
+            sections.append(_unchecked(title, exc))
+    return sections

@@ -2,7 +2,8 @@
 where that value comes from (the environment or the default) and whether it is valid.
 
 The variables, their defaults, parsers and meanings are ``settings.ENV_SETTINGS`` (the one
-place the package declares and reads them); this module only reports on them.
+place the package declares and reads them); this module only reports on them, less the
+internal ones the package sets for its own child processes (``EnvSetting.internal``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from ..settings import (
     BUILD_JOBS,
     CACHE_DIR,
     DB,
-    ENV_SETTINGS,
     SCRIPT_VARIABLES,
     EnvSetting,
     default_db_path,
     unknown_settings,
+    user_settings,
 )
 
 
@@ -77,11 +78,11 @@ def _state(setting: EnvSetting[Any], env: Mapping[str, str]) -> SettingState:
 
 
 def settings_in_effect(environ: Mapping[str, str] | None = None) -> list[SettingState]:
-    """Every known setting, the variables of this project's scripts that are set, then
-    every unknown ``INDUCTOR_FLYDSL*`` variable set (a typo does nothing, which is a
-    problem worth reporting)."""
+    """Every setting a user sets (not the internal ones), the variables of this project's
+    scripts that are set, then every unknown ``INDUCTOR_FLYDSL*`` variable set (a typo
+    does nothing, which is a problem worth reporting)."""
     env = os.environ if environ is None else environ
-    states = [_state(setting, env) for setting in ENV_SETTINGS]
+    states = [_state(setting, env) for setting in user_settings()]
     states += [SettingState(name, env[name], "env", meaning, None)
                for name, meaning in SCRIPT_VARIABLES.items() if name in env]
     states += [SettingState(u.name, u.value, "env", "unknown variable", u.expected)

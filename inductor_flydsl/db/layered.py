@@ -30,6 +30,7 @@ from .store import (
     Winner,
     is_disk_full,
 )
+from .user_path import missing_folder, unusable_fix
 
 T = TypeVar("T")
 # A compile never waits long for the DB: another writer (a merge, a pack, a sweep) may hold
@@ -73,6 +74,11 @@ class LayeredTuningDB:
         """Open the user's DB (``self._user``, or ``self._user_failed``); return the
         problems as (warning key, what is wrong, what the plugin does about it)."""
         path = self.settings.db_path
+        no_folder = missing_folder(self.settings)
+        if no_folder is not None:  # an explicit path's folder is never created
+            self._user_failed = True
+            return [(f"user:{path}", f"tuning DB not used: {no_folder}",
+                     "Compilation continues as plain max-autotune; nothing is recorded.")]
         wants_writes = self.settings.mode is Mode.READWRITE
         read_only_here = wants_writes and is_read_only_place(path)
         try:
@@ -86,8 +92,10 @@ class LayeredTuningDB:
                 self._user = self._open_user(writable=False)
         except (UnusableDB, sqlite3.Error, OSError) as exc:
             self._user_failed = True
+            fix = f" {unusable_fix(self.settings)}" if isinstance(exc, UnusableDB) else ""
             return [(f"user:{path}", f"tuning DB not used: {exc}",
-                     "Compilation continues as plain max-autotune; the file was not modified.")]
+                     "Compilation continues as plain max-autotune; the file was not "
+                     f"modified.{fix}")]
         if read_only_here:
             return [(f"read-only:{path}",
                      f"tuning DB {path} is read-only here (the file or its folder cannot be "

@@ -119,7 +119,7 @@ def test_missing_file_in_readonly_mode_is_not_created(tmp_path: Path, plugin_off
 
 def test_missing_file_in_readwrite_mode_is_created_and_filled(tmp_path: Path,
                                                               plugin_off: None) -> None:
-    path = tmp_path / "new" / "tuning.db"
+    path = tmp_path / "tuning.db"  # a folder given is never created (issue 52)
     inductor_flydsl.enable(path, "readwrite")
     before = inductor_flydsl.stats()["recorded"]
     with warnings.catch_warnings(record=True) as caught:

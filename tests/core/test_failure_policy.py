@@ -77,7 +77,7 @@ def test_the_package_reads_no_variable_outside_settings() -> None:
             assert not re.search(r"environ(\.get)?\(?\[?[\"']INDUCTOR_FLYDSL", text), path
 
 
-@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("name", sorted(set(BAD) - settings.DISPLAY_ONLY))
 def test_a_bad_value_turns_the_plugin_off_with_one_warning_or_raises_when_strict(
         name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _clean_env(monkeypatch)
@@ -97,6 +97,44 @@ def test_a_bad_value_turns_the_plugin_off_with_one_warning_or_raises_when_strict
         with pytest.raises(SettingError, match=re.escape(f"{name}={BAD[name]!r}")):
             inductor_flydsl.enable(strict=True)
         assert inductor_flydsl.active_settings() is None
+    finally:
+        inductor_flydsl.disable()
+
+
+def test_a_bad_display_setting_is_one_warning_and_its_default_the_plugin_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``INDUCTOR_FLYDSL_LOG`` only changes what is printed (issue 52): a typo of it is
+    one warning naming the setting, the value, the valid values and the close match; the
+    plugin stays on with the default (no summary line); ``strict`` still raises."""
+    assert settings.DISPLAY_ONLY == {"INDUCTOR_FLYDSL_LOG"}
+    _clean_env(monkeypatch)
+    monkeypatch.setenv("INDUCTOR_FLYDSL_DB", str(tmp_path / "t.db"))
+    monkeypatch.setenv("INDUCTOR_FLYDSL", "1")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_LOG", "sumary")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            given = inductor_flydsl.enable_from_env()
+        assert given is not None and given.mode is settings.Mode.READWRITE
+        assert inductor_flydsl.active_settings() == given
+        assert [str(w.message) for w in caught if "inductor_flydsl" in str(w.message)] == [
+            "inductor_flydsl: INDUCTOR_FLYDSL_LOG='sumary': use one of: off, summary; did you "
+            "mean summary? (or unset it; default: off); the default is used and the plugin "
+            "stays on"]
+        from inductor_flydsl.inductor import compile_end, compile_summary
+
+        assert compile_summary._on_end not in compile_end._registered  # off: the default
+        with pytest.raises(SettingError, match="INDUCTOR_FLYDSL_LOG='sumary'"):
+            inductor_flydsl.enable(strict=True)
+        assert inductor_flydsl.active_settings() is None
+        # beside a setting that turns the plugin off: one warning naming both, plugin off
+        monkeypatch.setenv("INDUCTOR_FLYDSL_REPEATS", "0")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert inductor_flydsl.enable().mode is settings.Mode.OFF
+        ours = [str(w.message) for w in caught if "inductor_flydsl" in str(w.message)]
+        assert len(ours) == 1 and "INDUCTOR_FLYDSL_LOG" in ours[0], ours
+        assert "INDUCTOR_FLYDSL_REPEATS" in ours[0] and "stays off" in ours[0]
     finally:
         inductor_flydsl.disable()
 

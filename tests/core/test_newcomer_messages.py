@@ -1,7 +1,9 @@
 """What a new user is told (issue 44): a DB path that is a directory gives one warning
 and the plugin is off; ``enable(strict=True)`` raises on a misspelt ``INDUCTOR_FLYDSL_*``
 name and on an unusable DB; a DB problem is one warning, not two;
-``INDUCTOR_FLYDSL_LOG=summary`` prints one line per compile with what the plugin did.
+``INDUCTOR_FLYDSL_LOG=summary`` prints one line per compile with what the plugin did,
+and why nothing was autotuned; a DB path problem names where the path came from and the
+fix, and an explicit path's missing folder is never created (issue 52).
 
 Each runs where the user would see it: in a fresh process, its stderr read whole."""
 
@@ -11,13 +13,23 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 import inductor_flydsl
 from inductor_flydsl import PluginUnavailable
-from inductor_flydsl.settings import ENV_SETTINGS, SCRIPT_VARIABLES, SettingError, UnknownSetting
+from inductor_flydsl.db.layered import LayeredTuningDB
+from inductor_flydsl.settings import (
+    ENV_SETTINGS,
+    SCRIPT_VARIABLES,
+    SettingError,
+    Settings,
+    UnknownSetting,
+    settings_from_env,
+)
+from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 from tests.conftest import REPO, builds_only_vars, isolated_env, run_compile_model
 
 # the MLP scripts/compile_model.py compiles: 4 linears of distinct shapes, so 4 GEMM
@@ -159,6 +171,94 @@ def test_log_summary_off_by_default_and_explains_an_empty_compile(tmp_path: Path
         "inductor_flydsl: compile 0/0: 0 hits, 0 misses, 0 benchmarked, 0 recorded (no GEMM "
         "was autotuned: is mode='max-autotune' set? On CPU Inductor autotunes only with "
         "torch._inductor.config.freezing = True)"]
+
+
+def test_log_summary_names_a_backend_list_that_leaves_one_choice(tmp_path: Path,
+                                                                 shared_builds: Path) -> None:
+    """mode='max-autotune' and freezing set, but no CPP in the GEMM backends: on CPU
+    ATen is a GEMM's only choice, never autotuned, and the line says so instead of
+    asking about the mode (issue 52). (The process reuses the run's C++ builds.)"""
+    code = ("import torch, inductor_flydsl\n"
+            "import torch._inductor.config as ic\n"
+            "ic.freezing = True\n"
+            "m = torch.nn.Linear(16, 8).eval()\n"
+            "with torch.no_grad():\n"
+            "    torch.compile(m, mode='max-autotune')(torch.randn(4, 16))\n")
+    env = isolated_env(tmp_path, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_LOG="summary",
+                       INDUCTOR_FLYDSL_DB=str(tmp_path / "t.db"),
+                       TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS="ATEN,TRITON,FLYDSL",
+                       **builds_only_vars(shared_builds))
+    done = _python(code, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _summary_lines(done.stderr) == [
+        "inductor_flydsl: compile 0/0: 0 hits, 0 misses, 0 benchmarked, 0 recorded (no GEMM "
+        "was autotuned: on CPU, the GEMM backends asked for "
+        "(TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS=ATEN,TRITON,FLYDSL) have no CPP, so ATen "
+        "is a GEMM's only choice and a single choice is never autotuned: add CPP)"]
+
+
+def _db_warnings(settings: Settings) -> list[str]:
+    """What the first compile would warn about the user's DB (the same object opens it)."""
+    layered = LayeredTuningDB(settings)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            layered.user_db()
+    finally:
+        layered.close()
+    return [str(w.message) for w in caught if issubclass(w.category, TuningDBWarning)]
+
+
+def test_a_db_path_problem_names_where_the_path_came_from(
+        clean_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text file as the DB: the warning names INDUCTOR_FLYDSL_DB (or enable's db_path)
+    and the fix; the file is never written (issue 52)."""
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes\n")
+    monkeypatch.setenv("INDUCTOR_FLYDSL_DB", str(text))
+    assert _db_warnings(settings_from_env()) == [
+        f"inductor_flydsl: tuning DB not used: {text} is not an SQLite database (bad "
+        "header). Compilation continues as plain max-autotune; the file was not modified. "
+        "The path is INDUCTOR_FLYDSL_DB's: point INDUCTOR_FLYDSL_DB at a tuning DB, or at a "
+        "new file name (the first compile creates it)."]
+    monkeypatch.delenv("INDUCTOR_FLYDSL_DB")
+    other = tmp_path / "more_notes.txt"  # one warning per file and process: another file
+    other.write_text("more notes\n")
+    told = _db_warnings(settings_from_env(other, "readonly"))
+    assert len(told) == 1 and told[0].endswith(
+        f"The path is enable(db_path={str(other)!r}): give db_path a tuning DB."), told
+    assert (text.read_text(), other.read_text()) == ("my notes\n", "more notes\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["more_notes.txt", "notes.txt"]
+
+
+def test_an_explicit_db_folder_is_never_created(clean_env: None, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """INDUCTOR_FLYDSL_DB or enable(db_path=) under a folder that does not exist (a typo):
+    one warning naming it, the folder and the fix, nothing recorded or created;
+    enable(strict=True) raises. The default per-user path's folders are created
+    (docs/decisions.md, issue 52)."""
+    path = tmp_path / "experiments_typo" / "run1" / "tuning.db"
+    monkeypatch.setenv("INDUCTOR_FLYDSL_DB", str(path))
+    folder = path.parent
+    fix = f"create it (mkdir -p {folder}) or correct the path"
+    assert _db_warnings(settings_from_env()) == [
+        f"inductor_flydsl: tuning DB not used: the folder {folder} of "
+        f"INDUCTOR_FLYDSL_DB={str(path)!r} does not exist (a folder you give is never "
+        f"created): {fix}. Compilation continues as plain max-autotune; nothing is "
+        "recorded."]
+    with pytest.raises(PluginUnavailable, match=re.escape(fix)):
+        inductor_flydsl.enable(strict=True)
+    monkeypatch.delenv("INDUCTOR_FLYDSL_DB")
+    other = folder / "other.db"  # one warning per path and process: another path
+    told = _db_warnings(settings_from_env(other))
+    assert len(told) == 1 and f"of enable(db_path={str(other)!r}) does not exist" in told[0]
+    assert not (tmp_path / "experiments_typo").exists()
+    # the default per-user DB: its folders are created, the DB with them
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fresh_cache"))
+    default = settings_from_env()
+    assert _db_warnings(default) == []
+    assert default.db_path == tmp_path / "fresh_cache" / "inductor_flydsl" / "tuning.db"
+    assert default.db_path.is_file()
 
 
 def test_log_summary_outlives_a_dynamo_reset(tmp_path: Path) -> None:
