@@ -94,8 +94,12 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
     Inductor hands it ``is_inference`` for the user's inference-aware passes; a framework
     that calls it with the graph alone gets ``is_inference=False`` passed on."""
 
-    def __init__(self, inner: Any = None) -> None:
+    def __init__(self, inner: Any = None, *, client_captures_graphs: bool = False) -> None:
         self.inner = inner
+        # the compile's caller runs the compiled graph inside CUDA/HIP graphs of its own
+        # with Inductor's cudagraphs off (vLLM): its selections are timed as graphs
+        # (timing_parity.compile_uses_graphs reads it from the compile's config)
+        self.client_captures_graphs = client_captures_graphs
 
     def __call__(self, graph: torch.fx.Graph, is_inference: bool = False) -> None:
         user_passes.run_graph_passes(self.inner, graph, is_inference)
@@ -122,4 +126,6 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
         inner = user_passes.graph_passes_uuid(self.inner)
         if inner is None:
             return None
-        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(), inner)
+        graphs = ("client_captures_graphs",) if self.client_captures_graphs else ()
+        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(), inner,
+                *graphs)

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..timing.timing_modes import CPU, EAGER, GRAPH, TimingMode
-from . import internals
+from . import internals, user_passes
 from .choice_state import state_of
 
 log = logging.getLogger("inductor_flydsl")
@@ -48,8 +48,17 @@ TIMING_ATTR = "timing"
 def compile_uses_graphs() -> bool:
     """Whether the graph being compiled will run under CUDA/HIP graphs: Inductor's
     ``triton.cudagraphs`` (on in ``mode="max-autotune"``, off in
-    ``"max-autotune-no-cudagraphs"``), as the compile's config patches set it."""
-    return bool(internals.config.triton.cudagraphs)
+    ``"max-autotune-no-cudagraphs"``), as the compile's config patches set it; or a
+    caller that captures graphs of its own with that flag off (vLLM), as the plugin's
+    post-grad pass in the compile's config says (``vllm_passes.join``)."""
+    config = internals.config
+    if config.triton.cudagraphs:
+        return True
+    try:
+        passes = user_passes.graph_passes(config.post_grad_custom_post_pass)
+    except Exception:  # a value Inductor itself would refuse: not the plugin's to judge
+        return False
+    return any(getattr(p, "client_captures_graphs", False) is True for p in passes)
 
 
 def offers_plugin_choice(choices: Sequence[Any]) -> bool:

@@ -49,24 +49,36 @@ PASS_KEY = "post_grad_custom_post_pass"  # vLLM's platform pass_key on CUDA, ROC
 _WRAPPED = "_inductor_flydsl_wrapped"
 
 
-def plugin_pass() -> EpilogueFusionPass:
+def plugin_pass(captures_graphs: bool = False) -> EpilogueFusionPass:
     """The plugin's post-grad pass as it runs under vLLM: the epilogue fusion alone (a
     user's global ``post_grad_custom_post_pass`` does not run under vLLM with or without
-    the plugin; vLLM runs a user's passes from ``CompilationConfig.inductor_passes``)."""
-    return EpilogueFusionPass(None)
+    the plugin; vLLM runs a user's passes from ``CompilationConfig.inductor_passes``).
+    ``captures_graphs``: vLLM runs the compiled pieces inside CUDA/HIP graphs of its own
+    (with Inductor's cudagraphs off), so the compile's selections are timed as graphs."""
+    return EpilogueFusionPass(None, client_captures_graphs=captures_graphs)
 
 
-def join(inductor_config: dict[str, Any], pass_key: str = PASS_KEY) -> bool:
+def vllm_captures_graphs(backend: Any) -> bool:
+    """Whether vLLM captures the graphs it compiles: its ``cudagraph_mode`` is not
+    ``NONE`` (``PIECEWISE``, ``FULL`` and their pairs; vLLM 0.32's ``CUDAGraphMode``).
+    On a CPU no selection is graph-timed whatever this says."""
+    mode = getattr(getattr(backend, "compilation_config", None), "cudagraph_mode", None)
+    return mode is not None and getattr(mode, "name", "NONE") != "NONE"
+
+
+def join(inductor_config: dict[str, Any], pass_key: str = PASS_KEY, *,
+         captures_graphs: bool = False) -> bool:
     """Append the plugin's pass to a per-compile Inductor config's post-grad custom pass,
     after what vLLM put there; True if it joined. Nothing changes when the plugin is off
-    or the pass is already there."""
+    or the pass is already there. ``captures_graphs``: see :func:`plugin_pass` (the per-
+    compile config carries it through the compile, lowering included)."""
     if plugin_state.current() is None:
         return False
     current = inductor_config.get(pass_key)
     passes = list(user_passes.graph_passes(current))
     if any(isinstance(p, EpilogueFusionPass) for p in passes):
         return False
-    inductor_config[pass_key] = [*passes, plugin_pass()]
+    inductor_config[pass_key] = [*passes, plugin_pass(captures_graphs)]
     return True
 
 
@@ -75,7 +87,8 @@ def _joining(configure_post_pass: Any) -> Any:
     def configure_post_pass_and_join(backend: Any) -> None:
         configure_post_pass(backend)
         try:
-            if join(backend.inductor_config, getattr(backend, "pass_key", PASS_KEY)):
+            if join(backend.inductor_config, getattr(backend, "pass_key", PASS_KEY),
+                    captures_graphs=vllm_captures_graphs(backend)):
                 log.debug("inductor_flydsl: epilogue-fusion pass joined vLLM's compile")
         except Exception as exc:  # never fail vLLM's compile
             plugin_state.report_error("joining vLLM's post-grad passes", exc)

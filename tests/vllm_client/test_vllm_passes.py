@@ -98,3 +98,45 @@ def test_register_wraps_vllms_backend_once() -> None:
     assert getattr(wrapped, vllm_passes._WRAPPED)
     assert getattr(wrapped, "__wrapped__", None) is not None  # vLLM's own method inside
     assert not getattr(wrapped.__wrapped__, vllm_passes._WRAPPED, False)
+
+
+def test_a_compile_vllm_captures_is_timed_as_graphs(tmp_path: Path) -> None:
+    """Issue 50: vLLM captures its own CUDA/HIP graphs with Inductor's cudagraphs off, so
+    the plugin's pass carries vLLM's cudagraph mode into each per-compile config, and a
+    selection of that compile on a GPU is timed by graph replay (as it will run); with
+    vLLM's mode NONE it is timed eagerly, as before. vLLM's own CUDAGraphMode where vLLM
+    is installed."""
+    import enum
+    import types
+
+    import torch
+
+    from inductor_flydsl.inductor.timing_parity import compile_uses_graphs, selection_timing
+
+    try:
+        from vllm.config.compilation import CUDAGraphMode
+    except ImportError:  # the same names as vLLM 0.32's enum
+        CUDAGraphMode = enum.Enum("CUDAGraphMode", "NONE PIECEWISE FULL")  # type: ignore
+
+    class Captures:
+        def captures_graphs(self, device: object) -> bool:
+            return True
+
+    gpu = torch.device("cuda", 0)
+    with inductor_flydsl.enabled(tmp_path / "t.db"):
+        for mode, expected in ((CUDAGraphMode.PIECEWISE, "graph"),
+                               (CUDAGraphMode.FULL, "graph"), (CUDAGraphMode.NONE, "eager")):
+            backend = types.SimpleNamespace(
+                compilation_config=types.SimpleNamespace(cudagraph_mode=mode))
+            captures = vllm_passes.vllm_captures_graphs(backend)
+            config: dict = {"post_grad_custom_post_pass": Manager(),
+                            "triton.cudagraphs": False}
+            assert vllm_passes.join(config, captures_graphs=captures)
+            with internals.config.patch(config):  # as vLLM hands it to Inductor
+                assert compile_uses_graphs() == (expected == "graph")
+                assert selection_timing(gpu, [Captures()]) == expected
+            # another identity in Inductor's FX-graph cache for each mode
+            ids = {p.uuid() for p in config["post_grad_custom_post_pass"]}
+            assert (vllm_passes.plugin_pass(True).uuid() in ids) == captures
+        with internals.config.patch({"triton.cudagraphs": False}):
+            assert not compile_uses_graphs()  # outside vLLM's compile: Inductor's flag
