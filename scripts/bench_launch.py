@@ -20,7 +20,11 @@ returns), on this CPU machine, for the same dense bf16 mm variant and shape:
 * ``template launch``: the template's ``launch`` through the kernel runner (issue 36);
 * ``aten mm.out, tiny CPU``: ``torch.ops.aten.mm.out`` on 4x4 CPU tensors, torch's own
   dispatch plus a trivial kernel, for scale;
-* ``jit launcher``: the ``@flyc.jit`` launcher (re-traces every call; before issue 36).
+* ``jit launcher``: the ``@flyc.jit`` launcher (re-traces every call; before issue 36);
+* ``generated fused, bound`` / ``full``: ``torch._inductor_flydsl.gemm_epilogue_out``
+  with a bias-column + relu epilogue, its unused operand slots filled with ``a`` as
+  generated code fills them, bound (issue 50) and on the full path (every fused call
+  before issue 50).
 
 Run: ``python scripts/bench_launch.py [--calls N] [--jit-calls N] [--json]``. Prints
 median / p10 / p90 microseconds per call. A benchmark, not a test: it claims nothing
@@ -72,6 +76,7 @@ def main() -> None:
 
     from inductor_flydsl.flydsl_backend import kernel_runner, ops, prebuild
     from inductor_flydsl.flydsl_backend.toolchain import rocm_path_for_compile
+    from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
     from inductor_flydsl.problems.keys import canonical_json
     from inductor_flydsl.template_loader import load_template
 
@@ -111,6 +116,29 @@ def main() -> None:
             lambda: torch.ops.aten.mm.out(tiny, tiny, out=tiny_out), args.calls)))
         expected = launches + 5 * (args.calls + min(200, args.calls))
         launched_ok = hip.launch_count() == expected
+        # a fused epilogue (bias column + relu) as generated code calls it: its unused
+        # operand slots filled with another tensor (issue 50: bound like a plain call)
+        spec = EpilogueSpec.from_json({"operands": [{"kind": "col", "dtype": "bfloat16"}],
+                                       "steps": [["add", "acc", "x0"], ["relu", "s0"]],
+                                       "out_dtype": "bfloat16"})
+        epilogue, x0 = spec.text(), torch.randn(n, dtype=torch.bfloat16)
+        fused = torch._inductor_flydsl.gemm_epilogue_out
+        fused(a, b, x0, a, a, a, out=out, config=text, epilogue=epilogue)  # builds
+        fused(a, b, x0, a, a, a, out=out, config=text, epilogue=epilogue)  # binds
+        fused_key = ("gemm_epilogue", text, epilogue, out.device,
+                     *[(t.shape, t.stride(), t.dtype) for t in (a, b, out, x0)])
+        assert runner.bound(fused_key) is not None, "the fused call was not bound"
+        launches = hip.launch_count()
+        rows.append(_row("generated fused, bound", _times(
+            lambda: fused(a, b, x0, a, a, a, out=out, config=text, epilogue=epilogue),
+            args.calls)))
+        ops.BIND_LAUNCHES = False
+        rows.append(_row("generated fused, full", _times(
+            lambda: fused(a, b, x0, a, a, a, out=out, config=text, epilogue=epilogue),
+            args.calls)))
+        ops.BIND_LAUNCHES = True
+        launched_ok = launched_ok and hip.launch_count() == launches + 2 * (
+            args.calls + min(200, args.calls))
         if args.jit_calls:
             os.environ.update({"FLYDSL_GPU_ARCH": "gfx950",
                                "ROCM_PATH": rocm_path_for_compile()})
@@ -130,6 +158,7 @@ def main() -> None:
     summary = {"after_over_before": by["generated call, bound"] / by["custom op, full path"],
                "torch_dispatch_us": by["custom op, bound"] - by["generated call, bound"],
                "op_key_and_checks_us": by["generated call, bound"] - by["bound launch"],
+               "fused_over_plain_us": by["generated fused, bound"] - by["generated call, bound"],
                "every_launch_recorded": launched_ok}
     if args.json:
         print(json.dumps({"rows": rows, **summary}))
@@ -144,6 +173,8 @@ def main() -> None:
           f"dispatcher would add {summary['torch_dispatch_us']:.1f} us; the op's key and "
           f"checks {summary['op_key_and_checks_us']:.1f} us; every launch reached HIP: "
           f"{launched_ok}")
+    print(f"a fused call, bound, costs {summary['fused_over_plain_us']:.1f} us more than a "
+          "plain one")
 
 
 if __name__ == "__main__":

@@ -1154,7 +1154,7 @@ def split_k_workspace(config: GemmConfig, out):
     return torch.empty((config.split_k, *out.shape), dtype=torch.float32, device=out.device)
 
 
-_COUNTERS: dict = {}  # (device, stream) -> int32 arrival counters, zeroed once
+_COUNTERS: dict = {}  # (device, raw stream handle) -> int32 arrival counters, zeroed once
 MAX_COUNTERS = 1 << 16  # sub-tiles (output tiles x waves) one in-launch reduction serves
 
 
@@ -1172,14 +1172,25 @@ def counters_reason(config: GemmConfig, m: int, n: int) -> str | None:
     return workspace_reason(config, m, n)
 
 
-def split_k_counters(config: GemmConfig, out, stream_key=None):
+def raw_stream(stream):
+    """A stream as its counters' key: the raw handle (an int, as the runner and
+    Inductor's generated code pass it) or a stream object's ``cuda_stream``."""
+    return stream if isinstance(stream, int) else getattr(stream, "cuda_stream", stream)
+
+
+def split_k_counters(config: GemmConfig, out, stream=None, runner=None):
     """The arrival counters of an in-launch split-K reduction (:data:`MAX_COUNTERS` int32,
-    zeroed when first made): one buffer per device and stream (``stream_key``), made once
-    and kept, since every launch leaves its counters at 0 again (the last-arriving wave of
-    a sub-tile resets its own). A launch on one stream never overlaps another on the same
-    stream, so they never share a counter in flight. Made on first use, outside any
-    CUDA-graph capture (a compile runs the graph once before capturing it); None when the
-    config does not reduce in its launch."""
+    zeroed when first made): one buffer per device and raw stream handle, made once and
+    kept, since every launch leaves its counters at 0 again (the last-arriving wave of a
+    sub-tile resets its own). A launch on one stream never overlaps another on the same
+    stream, so they never share a counter in flight.
+
+    The buffer outlives every graph, so it never comes from a graph's private memory pool
+    (cudagraph trees' warm-up allocates there): the runner makes it on a stream of its
+    own, zeroed there, with ``stream`` waiting for it (no host sync). Inside a graph
+    capture none is made: a RuntimeError, and the op computes that call with ATen (the
+    run before every capture makes it). Without a runner (a test on CPU tensors), plain
+    torch. None when the config does not reduce in its launch."""
     if not (config.split_k > 1 and config.reduce_in_launch):
         return None
     import torch
@@ -1187,11 +1198,18 @@ def split_k_counters(config: GemmConfig, out, stream_key=None):
     reason = counters_reason(config, out.shape[-2], out.shape[-1])
     if reason:
         raise ValueError(reason)
-    key = (str(out.device), stream_key)
+    key = (str(out.device), raw_stream(stream))
     buffer = _COUNTERS.get(key)
     if buffer is None:
-        buffer = _COUNTERS[key] = torch.zeros(MAX_COUNTERS, dtype=torch.int32,
-                                              device=out.device)
+        if runner is None:
+            buffer = torch.zeros(MAX_COUNTERS, dtype=torch.int32, device=out.device)
+        elif runner.is_capturing(stream):
+            raise RuntimeError("the split-K arrival counters of this stream are made "
+                               "outside a graph capture (the run before it), not inside")
+        else:
+            buffer = runner.zeros_outside_graphs(MAX_COUNTERS, torch.int32, out.device,
+                                                 stream)
+        _COUNTERS[key] = buffer
     return buffer
 
 
@@ -1357,8 +1375,7 @@ def launch(a, b, bias, out, alpha: float, beta: float, config: GemmConfig, strea
         return
     with runner.stream_scope(stream, out.device):  # workspace and reduction: the op's stream
         workspace = split_k_workspace(config, out)
-        counters = split_k_counters(config, out,
-                                    stream_key=getattr(stream, "cuda_stream", None))
+        counters = split_k_counters(config, out, stream, runner)
         args = launcher_args(a, b, bias, out, alpha, beta, workspace=workspace,
                              epilogue=epilogue, extras=extras, counters=counters)
         runner.run(variant, args, stream, a)

@@ -19,13 +19,12 @@ import ctypes
 import dataclasses
 import functools
 import importlib.util
-import os
 from typing import Any
 
 from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
 from .configs import DEFAULT_GROUPED, GemmConfig
-from .flydsl_runtime import HIP_LIBRARY
+from .hip_library import HIP_LIBRARY, hip_runtime_reasons, process_maps
 from .mx_eligibility import MX_OP, mx_problem_reasons
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
@@ -70,34 +69,21 @@ def runtime_reasons(device: Any = None) -> list[str]:
             reasons += arch_reasons(rocm_arch(dev))
     if not flydsl_installed():
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
+    if not reasons:  # before anything is loaded: torch's runtime must be the one
+        reasons += hip_runtime_conflicts(process_maps())
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
         reasons.append(f"the ROCm 7 HIP runtime ({HIP_LIBRARY}) cannot be loaded")
-    if not reasons:
-        reasons += hip_runtime_conflicts(_mapped_files())
+    if not reasons:  # and still one after the dlopen
+        reasons += hip_runtime_conflicts(process_maps())
     return reasons
 
 
-def _mapped_files() -> str:
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            return maps.read()
-    except OSError:
-        return ""
-
-
 def hip_runtime_conflicts(maps: str) -> list[str]:
-    """Why launching is refused when more than one HIP runtime is mapped into the process
-    (``maps``: ``/proc/self/maps``' text): FlyDSL's runtime binds ``libamdhip64.so.7``;
-    a torch whose HIP runtime is another file uses streams and devices that are invalid in
-    FlyDSL's, so its launches would fail or corrupt."""
-    found = sorted({line.split()[-1] for line in maps.splitlines()
-                    if "/libamdhip64.so" in line and len(line.split()) >= 6})
-    real = sorted({os.path.realpath(path) for path in found})
-    if len(real) <= 1:
-        return []
-    return [f"{len(real)} HIP runtimes are mapped ({', '.join(found)}): FlyDSL's runtime "
-            f"uses {HIP_LIBRARY}, torch's streams are not valid in another; make "
-            "torch's ROCm runtime the one FlyDSL loads (one ROCm 7 installation)"]
+    """Why launching is refused given the process's mappings (``maps``:
+    ``/proc/self/maps``' text): more than one HIP runtime mapped, or torch's not the
+    ``libamdhip64.so.7`` FlyDSL binds (``hip_library.py`` says which torch builds map
+    which library)."""
+    return hip_runtime_reasons(maps)
 
 
 def hip_major(version: str) -> int:

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 # The HIP runtime library FlyDSL 0.5's runtime (libfly_jit_runtime.so) binds: the
-# launcher loads it, and eligibility refuses a process where it cannot be loaded
-HIP_LIBRARY = "libamdhip64.so.7"
+# launcher loads it, and eligibility refuses a process where it cannot be loaded or is not
+# the one torch loaded (hip_library.py)
+from .hip_library import HIP_LIBRARY  # noqa: F401  (re-exported: the name users import)
 
 # (module, attribute, what this project needs of it)
 INTERNALS: tuple[tuple[str, str, str], ...] = (
@@ -182,22 +183,29 @@ class BoundSlots:
     __slots__ = ("_func_exe", "_packed", "_storages", "_stream", "pointers")
 
     def __init__(self, func_exe: Any, packed: Any, storages: list, pointers: list,
-                 stream: tuple) -> None:
+                 stream: tuple, sources: tuple) -> None:
         self._func_exe = func_exe
         self._packed = packed
         self._storages = storages  # kept alive: packed points into them
-        # per source (index into the op's tensors), the pointer slots it fills
+        # per source (index into the op's tensors), the pointer slots it fills and the
+        # alignment its pointer must keep (alignment_mask)
         by_source: dict[int, list] = {}
         for storage, source in pointers:
             by_source.setdefault(source, []).append(storage)
-        self.pointers = tuple((source, tuple(slots)) for source, slots in by_source.items())
+        self.pointers = tuple((source, alignment_mask(sources[source].data_ptr()),
+                               tuple(slots)) for source, slots in by_source.items())
         self._stream = stream
 
-    def set_pointers(self, sources: tuple) -> None:
-        for source, slots in self.pointers:
+    def set_pointers(self, sources: tuple) -> bool:
+        """Write the sources' pointers; False (nothing to launch: the caller takes the
+        full path, which checks and refuses) when one is less aligned than at bind time."""
+        for source, mask, slots in self.pointers:
             address = sources[source].data_ptr()
+            if address & mask:
+                return False
             for storage in slots:
                 storage.value = address
+        return True
 
     def set_stream(self, stream: Any) -> None:
         storage, fill = self._stream
@@ -208,6 +216,19 @@ class BoundSlots:
 
     def call(self) -> None:
         self._func_exe(self._packed)
+
+
+# The widest alignment any kernel argument needs (a 16-byte vector load: the dense
+# template's base_align_bytes, an fp32 epilogue operand's 4-element loads)
+MAX_ALIGN_BYTES = 16
+
+
+def alignment_mask(address: int) -> int:
+    """The low bits a bound call's pointer must leave clear: the alignment the bind-time
+    pointer had (which passed every check of the full path), up to
+    :data:`MAX_ALIGN_BYTES`. A pointer at least as aligned passes the same checks."""
+    lowest = address & -address if address else MAX_ALIGN_BYTES
+    return min(lowest, MAX_ALIGN_BYTES) - 1
 
 
 _PROBE = 0x5EED0
@@ -253,4 +274,5 @@ def bind_slots(compiled: Any, args: tuple, sources: tuple) -> BoundSlots | None:
             pointers.append((storages[slot], source))
     if stream is None:
         return None
-    return BoundSlots(compiled._keepalive._get_func_exe(), packed, storages, pointers, stream)
+    return BoundSlots(compiled._keepalive._get_func_exe(), packed, storages, pointers, stream,
+                      sources)

@@ -16,9 +16,12 @@
   context and execution engine.
 * **Graph-safe.** A kernel launched while its stream is capturing (a CUDA/HIP graph
   being recorded: ``hipStreamIsCapturing``) is pinned: never evicted, so its module is
-  never unloaded while a graph that may replay it lives. Nothing inside a capture loads a
-  module (a kernel not loaded yet raises :class:`FlydslLaunchError`, and the op computes
-  that call with ATen), allocates outside torch's allocator or synchronizes.
+  never unloaded while a graph that may replay it lives: for the process's life when
+  cudagraph trees capture it, until the benchmark returns when Inductor's benchmark
+  captures it (:func:`transient_pins`: that graph is dropped there). Nothing inside a
+  capture loads a module (a kernel not loaded yet raises :class:`FlydslLaunchError`, and
+  the op computes that call with ATen), allocates outside torch's allocator or
+  synchronizes.
 * **Pack once, launch many** (:class:`BoundLaunch`): the op binds its launch per (op,
   config, shapes, strides, dtypes, device) after a first launch through the full path;
   every later call with that signature writes only the operands' pointers and the stream
@@ -43,7 +46,7 @@ import contextvars
 import ctypes
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from .. import settings
@@ -89,6 +92,11 @@ class DeviceRuntime(Protocol):
 
     def is_capturing(self, stream: Any) -> bool:
         """Whether ``stream`` is being captured into a CUDA/HIP graph now."""
+
+    def zeros_outside_graphs(self, numel: int, dtype: Any, device: Any, stream: Any) -> Any:
+        """A zeroed tensor kept across calls and graphs (split-K arrival counters): never
+        from a graph's private memory pool, zeroed without a host sync, ready before
+        ``stream``'s next work. Not called while ``stream`` captures."""
 
     def last_error(self) -> tuple[int, str]:
         """HIP's last error of this thread, cleared: ``(code, name)``; code 0 = none."""
@@ -138,6 +146,7 @@ class RocmRuntime:
     def __init__(self) -> None:
         self._errors = HipErrors()
         self._verified: set[Any] = set()
+        self._side_streams: dict[int, Any] = {}  # device index -> the plugin's own stream
         self._archs: dict[Any, str] = {}
 
     def reasons(self, device: Any) -> list[str]:
@@ -199,6 +208,24 @@ class RocmRuntime:
     def before_launch(self, args: tuple) -> None:
         return None
 
+    def zeros_outside_graphs(self, numel: int, dtype: Any, device: Any, stream: Any) -> Any:
+        """Made and zeroed on a stream of the plugin's own: cudagraph trees route the
+        allocations of the stream they warm up or capture on to the graph's private pool
+        (``beginAllocateCurrentStreamToPool``), not those of another stream; then
+        ``stream`` waits for the zeroing (a stream-ordered event, no host sync)."""
+        import torch
+
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        side = self._side_streams.get(index)
+        if side is None:
+            side = self._side_streams[index] = torch.cuda.Stream(device=index)
+        target = stream if not isinstance(stream, int) else \
+            torch.cuda.ExternalStream(stream, device=torch.device("cuda", index))
+        with torch.cuda.stream(side):
+            buffer = torch.zeros(numel, dtype=dtype, device=torch.device("cuda", index))
+        target.wait_stream(side)
+        return buffer
+
     def last_error(self) -> tuple[int, str]:
         return self._errors.last_error()
 
@@ -225,6 +252,7 @@ class KernelRunner:
         self.max_kernels = max_kernels or _max_kernels()
         self._compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
         self._pinned: dict[tuple, Any] = {}  # launched under a capture: never evicted
+        self._kept_for_life: set[tuple] = set()  # pinned by a capture outside a benchmark
         self._bound: collections.OrderedDict[tuple, BoundLaunch | None] = \
             collections.OrderedDict()
         self._lock = threading.Lock()
@@ -241,6 +269,12 @@ class KernelRunner:
 
     def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
         return self.runtime.stream_scope(stream, device)
+
+    def is_capturing(self, stream: Any) -> bool:
+        return self.runtime.is_capturing(stream)
+
+    def zeros_outside_graphs(self, numel: int, dtype: Any, device: Any, stream: Any) -> Any:
+        return self.runtime.zeros_outside_graphs(numel, dtype, device, stream)
 
     def run(self, variant: Any, args: tuple, stream: Any, tensor: Any) -> None:
         """Launch ``variant`` (the template's ``Variant``) with the launcher's positional
@@ -329,13 +363,28 @@ class KernelRunner:
 
     # ---- pinning and eviction ----------------------------------------------------------
     def _pin(self, key: tuple, compiled: Any) -> None:
-        """Keep ``compiled`` (and its module) for the life of the process: a graph captured
-        now may replay its kernel at any later time."""
-        if key in self._pinned:
-            return
+        """Keep ``compiled`` (and its module) while a graph captured now may replay it:
+        for the life of the process (cudagraph trees keep their graphs), or, inside
+        :func:`transient_pins` (Inductor benchmarking a candidate: its graph is dropped
+        when the benchmark returns), until that scope ends."""
+        scope = _transient.get()
         with self._lock:
-            self._pinned[key] = compiled
-            self._compiled.pop(key, None)
+            if scope is None:
+                self._kept_for_life.add(key)
+            elif key not in self._kept_for_life:
+                scope.add((self, key))
+            if key not in self._pinned:
+                self._pinned[key] = compiled
+                self._compiled.pop(key, None)
+
+    def _unpin(self, keys: Iterable[tuple]) -> None:
+        """Back under the LRU bound: pins whose graphs are gone (none kept for life)."""
+        with self._lock:
+            for key in keys:
+                if key in self._kept_for_life or key not in self._pinned:
+                    continue
+                self._compiled[key] = self._pinned.pop(key)
+            self._evict()
 
     def _evict(self) -> None:  # under self._lock
         while len(self._compiled) > self.max_kernels:
@@ -397,15 +446,17 @@ class BoundLaunch:
     def __call__(self, sources: tuple, out: Any) -> bool:
         """Launch on ``out``'s current stream with the pointers of ``sources`` (the op's
         tensors, in the order bound); False when ``out`` is on another device than the
-        one bound or another thread is using it (the caller takes the full path)."""
+        one bound, a pointer is less aligned than at bind time (the full path checks it)
+        or another thread is using it (the caller takes the full path)."""
         runtime = self._runner.runtime
         if runtime.device_index(out) != self.device or not self._busy.acquire(blocking=False):
             return False
         try:
             runner = self._runner
-            stream = runtime.current_stream(out)
             slots = self.slots
-            slots.set_pointers(sources)
+            if not slots.set_pointers(sources):
+                return False
+            stream = runtime.current_stream(out)
             slots.set_stream(stream)
             if runtime.inspects_launches:
                 runtime.before_launch(sources)
@@ -424,6 +475,31 @@ class BoundLaunch:
             return True
         finally:
             self._busy.release()
+
+
+# (runner, key) pinned inside the current transient_pins() scope
+_transient: contextvars.ContextVar[set[tuple[KernelRunner, tuple]] | None] = \
+    contextvars.ContextVar("inductor_flydsl_transient_pins", default=None)
+
+
+@contextlib.contextmanager
+def transient_pins() -> Iterator[None]:
+    """Inside the block (Inductor benchmarking a candidate, ``ops.strict_launches``), a
+    kernel launched under a capture is pinned only until the block ends: the benchmark's
+    graph is captured, replayed and dropped inside it. At the end those kernels go back
+    under the LRU bound (``INDUCTOR_FLYDSL_MAX_KERNELS``), unless a capture outside such a
+    block (cudagraph trees) pinned them meanwhile."""
+    scope: set[tuple[KernelRunner, tuple]] = set()
+    token = _transient.set(scope)
+    try:
+        yield
+    finally:
+        _transient.reset(token)
+        by_runner: dict[KernelRunner, list[tuple]] = {}
+        for owner, key in scope:
+            by_runner.setdefault(owner, []).append(key)
+        for owner, keys in by_runner.items():
+            owner._unpin(keys)
 
 
 # (op key, the op's tensors) while an op's full-path launch may be bound (binding())

@@ -96,10 +96,13 @@ _strict: contextvars.ContextVar[bool] = contextvars.ContextVar("inductor_flydsl_
 @contextlib.contextmanager
 def strict_launches() -> Iterator[None]:
     """Inside the block (Inductor benchmarking or validating a candidate) a FlyDSL
-    failure raises, so the candidate is excluded; outside it, the op falls back to ATen."""
+    failure raises, so the candidate is excluded; outside it, the op falls back to ATen.
+    A kernel the benchmark's graph captures is pinned only until the block ends
+    (``kernel_runner.transient_pins``: that graph is dropped inside it)."""
     token = _strict.set(True)
     try:
-        yield
+        with _kernel_runner.transient_pins():
+            yield
     finally:
         _strict.reset(token)
 
@@ -290,11 +293,25 @@ def gemm_epilogue_out(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor, x1: to
     """``out = epilogue(a @ b, x0..)`` with the epilogue fused into the dense template's
     store (``epilogue_spec``; the operand slots past the epilogue's are ignored). The
     epilogue arrives as JSON and is validated before it reaches kernel generation."""
-    extras = (x0, x1, x2, x3)
+    extras = (x0, x1, x2, x3)[:_operand_count(epilogue)]
     key = ("gemm_epilogue", config, epilogue, out.device,
            *[(t.shape, t.stride(), t.dtype) for t in (a, b, out, *extras)])
+    # the sources are the epilogue's own operands: generated code fills the unused slots
+    # with another tensor (two sources at one address could not be bound)
     _dense("gemm_epilogue", config, (a, b, out, *extras), key, a, b, None, out, 1.0, 0.0,
            epilogue=(epilogue, extras))
+
+
+@functools.cache
+def _operand_count(epilogue: str) -> int:
+    """How many of the four operand slots the epilogue (its JSON) reads; a text that does
+    not parse counts four (the full path then refuses it)."""
+    from ..problems.epilogue_spec import EpilogueSpec
+
+    try:
+        return len(EpilogueSpec.from_json(epilogue).operands)
+    except (ValueError, TypeError, KeyError):
+        return 4
 
 
 def _epilogue_extras(spec, operands: tuple) -> list[torch.Tensor]:

@@ -118,7 +118,7 @@ def test_reduce_in_launch_is_its_own_config_key_and_needs_split_k():
         gemm.GemmConfig(64, 64, 256, 1, 1, 7, 1).validate()
     out = torch.empty(16, 32, dtype=torch.bfloat16)
     assert gemm.split_k_counters(plain, out) is None
-    counters = gemm.split_k_counters(inside, out, stream_key="test")
+    counters = gemm.split_k_counters(inside, out, stream=12345)
     assert counters.dtype == torch.int32 and int(counters.count_nonzero()) == 0
-    assert gemm.split_k_counters(inside, out, stream_key="test") is counters  # kept
+    assert gemm.split_k_counters(inside, out, stream=12345) is counters  # kept
     assert "arrival counters" in gemm.counters_reason(inside, 16 * 300, 32 * 300)

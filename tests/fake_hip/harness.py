@@ -298,6 +298,7 @@ class FakeHipRuntime:
         self.arch_name = arch
         self.device = device
         self.stream_handle = hip.create_stream()
+        self.outside_graph_buffers: list[Any] = []  # zeros_outside_graphs' streams
         self.regions: list[tuple[int, int, str]] = []
         self.emulation = Emulation(self) if emulate else None
         # graphs: the CPU device stands for a GPU whose compiled graphs are captured (the
@@ -337,6 +338,12 @@ class FakeHipRuntime:
 
     def stream_scope(self, stream: Any, device: Any = None) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
+
+    def zeros_outside_graphs(self, numel: int, dtype: Any, device: Any, stream: Any) -> Any:
+        import torch
+
+        self.outside_graph_buffers.append(stream)
+        return torch.zeros(numel, dtype=dtype)
 
     @contextlib.contextmanager
     def device_scope(self, index: int):

@@ -119,6 +119,38 @@ def test_mx(emulated) -> None:
     validate_output("scaled_mm", (a, b, scale_a, scale_b), out, 1.0, 0.0)
 
 
+def test_split_k_counters_one_per_stream_made_outside_graphs(emulated, hip) -> None:
+    """Issue 50: an in-launch split-K reduction's arrival counters are one buffer per raw
+    stream handle (two streams, two buffers; the handle reached the key as None before,
+    one buffer for every stream), made by the runtime outside any graph's memory pool,
+    and never made inside a capture: there the call is computed with ATen, with no HIP
+    call."""
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
+
+    inside = gemm.GemmConfig(tile_m=16, tile_n=32, tile_k=128, waves_m=1, waves_n=1,
+                             stages=2, group_m=1, split_k=2, reduce_in_launch=1)
+    runtime = emulated.runtime
+    gemm._COUNTERS.clear()
+    first, second = runtime.stream_handle, hip.create_stream()
+    for stream in (first, second, first):
+        runtime.stream_handle = stream  # the current stream of the next call
+        a, b, _, out = make_operands("mm", "bf16", "nt", 24, 64, 512)
+        OPS.mm_out(a, b, out=out, config=_config_json(inside))
+        validate_output("mm", (a, b), out, 1.0, 0.0)
+    assert sorted(key[1] for key in gemm._COUNTERS) == sorted([first, second])
+    assert runtime.outside_graph_buffers == [first, second]  # each made once, outside
+    third = hip.create_stream()
+    runtime.stream_handle = third
+    during = hip.calls_during_capture()
+    a, b, _, out = make_operands("mm", "bf16", "nt", 24, 64, 512)
+    with hip.capturing(), pytest.warns(TuningDBWarning, match="outside a graph capture"):
+        OPS.mm_out(a, b, out=out, config=_config_json(inside))
+    assert hip.calls_during_capture() == during
+    torch.testing.assert_close(out, a @ b)
+    assert len(gemm._COUNTERS) == 2 and runtime.outside_graph_buffers == [first, second]
+    runtime.stream_handle = first
+
+
 def test_grouped_and_mx_failures_in_the_forward_compute_with_aten(recorded, hip) -> None:
     """Issue 50: the grouped and MX ops fall back as the dense ones do: a failed launch,
     or a kernel not loaded yet inside a graph capture, is computed into ``out`` (grouped
@@ -319,6 +351,38 @@ def test_warm_calls_take_the_bound_launch_and_stay_correct(emulated) -> None:
     assert emulated.runtime.emulation.runs == 6
 
 
+def test_fused_epilogue_calls_are_bound_and_keep_the_alignment_check(emulated) -> None:
+    """Issue 50: generated code fills a fused call's unused operand slots with another
+    tensor (here ``a``, as Inductor does); the sources are the epilogue's own operands, so
+    the call is bound like a plain one. A warm call whose operand is less aligned than at
+    bind time leaves the bound launch: the full path's check refuses it and the call is
+    computed with the reference, right."""
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
+
+    text = EpilogueSpec.from_json({"operands": [{"kind": "col", "dtype": "bfloat16"}],
+                                   "steps": [["add", "acc", "x0"], ["relu", "s0"]],
+                                   "out_dtype": "bfloat16"}).text()
+    spec = EpilogueSpec.from_json(text)
+    config = _config_json(SMALL)
+    runs = emulated.runtime.emulation.runs
+    for _ in range(3):
+        a, b, _, _ = make_operands("mm", "bf16", "nt", 40, 64, 256)
+        (x0,) = random_epilogue_operands(gemm, spec, 40, 64)
+        out = torch.full((40, 64), float("nan"), dtype=torch.bfloat16)
+        OPS.gemm_epilogue_out(a, b, x0, a, a, a, out=out, config=config, epilogue=text)
+        validate_epilogue_output(text, (a, b, x0), out)
+    bound = [k for k, v in emulated._bound.items() if k[0] == "gemm_epilogue" and v]
+    assert len(bound) == 1 and emulated.runtime.emulation.runs == runs + 3
+    # x0 one element past an aligned start: same shape, stride and dtype (the bound key)
+    wide = torch.randn(65, dtype=torch.bfloat16)
+    shifted = wide[1:]
+    assert shifted.data_ptr() % 8
+    with pytest.warns(TuningDBWarning, match="not 8-byte aligned"):
+        OPS.gemm_epilogue_out(a, b, shifted, a, a, a, out=out, config=config, epilogue=text)
+    validate_epilogue_output(text, (a, b, shifted), out)
+    assert emulated.runtime.emulation.runs == runs + 3  # never launched misaligned
+
+
 def test_split_k_keeps_the_full_path(emulated) -> None:
     a, b, _, out = make_operands("mm", "bf16", "nt", 24, 64, 512)
     for _ in range(2):
@@ -374,3 +438,36 @@ def test_kernels_launched_under_a_capture_are_never_unloaded(hip) -> None:
         _mm(runner)  # the captured kernel still launches: its module stays loaded
         assert hip.launch_count() == launches + 1
         assert hip.module_unloads() - unloads <= 2  # only the evicted ones
+
+
+def test_an_autotunes_benchmark_captures_leave_no_pin(hip) -> None:
+    """Issue 50: Inductor's graph timing captures each candidate once into a graph it
+    drops when the benchmark returns; a kernel launched only there is pinned until then
+    (``ops.strict_launches``, which Inductor's benchmark of a FlyDSL candidate runs
+    under), then goes back under the LRU bound. A kernel cudagraph trees capture (outside
+    a benchmark) stays pinned, also when a benchmark captured it first."""
+    from inductor_flydsl.flydsl_backend.configs import default_configs
+
+    candidates = [c for c in default_configs("gfx950") if c.split_k == 1][:CANDIDATES]
+    assert len(candidates) == CANDIDATES
+    with kernel_runner.use_runtime(FakeHipRuntime(hip), max_kernels=3) as runner:
+        for config in candidates:  # benchmark_gpu_with_cuda_graph: warm-up, then capture
+            with strict_launches():
+                _mm(runner, config)
+                with hip.capturing():
+                    _mm(runner, config)
+                assert runner.pinned() == 1  # while its graph lives
+        assert runner.pinned() == 0 and runner.cached() == 3  # the bound holds
+        assert runner.evictions == CANDIDATES - 3
+        kept = candidates[-1]  # loaded (the LRU's newest)
+        with strict_launches(), hip.capturing():
+            _mm(runner, kept)
+        with hip.capturing():  # cudagraph trees: the graph lives on
+            _mm(runner, kept)
+        assert runner.pinned() == 1
+        with strict_launches(), hip.capturing():  # a later benchmark leaves it pinned
+            _mm(runner, kept)
+        assert runner.pinned() == 1
+
+
+CANDIDATES = 12  # each a build in a worker (~1 s): 12 shows the bound as 50 would

@@ -135,12 +135,22 @@ def preflight(device_index: int = 0) -> Preflight:
         return Preflight(False, f"no ROCm 7: torch is built for HIP {hip}; FlyDSL 0.5 needs "
                          "ROCm 7 (install a ROCm 7 build of torch).", hip=hip,
                          torch=torch.__version__)
-    try:
-        ctypes.CDLL(HIP_LIBRARY)
-    except OSError as exc:
-        return Preflight(False, f"no ROCm 7 runtime: {HIP_LIBRARY} cannot be loaded "
-                         f"({exc}). FlyDSL launches need it (without it the process aborts).",
-                         hip=hip,
+    # one HIP runtime: torch's must be the libamdhip64.so.7 FlyDSL binds, checked on the
+    # process's mappings before that name is loaded (hip_library.py: which torch builds
+    # map which library), and again after
+    from inductor_flydsl.flydsl_backend.hip_library import hip_runtime_reasons, process_maps
+
+    conflicts = hip_runtime_reasons(process_maps())
+    if not conflicts:
+        try:
+            ctypes.CDLL(HIP_LIBRARY)
+        except OSError as exc:
+            return Preflight(False, f"no ROCm 7 runtime: {HIP_LIBRARY} cannot be loaded "
+                             f"({exc}). FlyDSL launches need it (without it the process "
+                             "aborts).", hip=hip, torch=torch.__version__)
+        conflicts = hip_runtime_reasons(process_maps())
+    if conflicts:
+        return Preflight(False, "HIP runtime conflict: " + "; ".join(conflicts), hip=hip,
                          torch=torch.__version__)
     if not torch.cuda.is_available() or torch.cuda.device_count() <= device_index:
         return Preflight(False, f"no GPU: torch.cuda.is_available() is "
