@@ -19,6 +19,10 @@ on, like the selector's class):
   own id (``kind: fusion_benchmark``): the GEMM's problem and the attempt's identity (the
   exact epilogue, ``fusion_outcome.epilogue_steps``; the nodes on each side; the offered
   nodes' results read outside the kernel).
+- **Like with like.** Where the GEMM-only times are graph-replay times (a selection
+  with a FlyDSL candidate under ``mode="max-autotune"``), the epilogue kernel and the
+  fused templates are timed by graph replay too (``fusion_timing.py``); else as
+  Inductor times them.
 - **Replay.** With a record of the same attempt on the same device and software (values
   checked first), Inductor's rule is applied to the recorded times: the templates it
   would compile now (``templates_to_benchmark``) must be the recorded ones; the fastest
@@ -48,7 +52,16 @@ from typing import Any
 from ..db.store import EpilogueDecision
 from ..problems.keys import stable_id
 from ..provenance.software import current_software
-from . import fusion_outcome, internals, patches, plugin_state, selection_notes
+from ..timing.timing_modes import GRAPH
+from . import (
+    fusion_outcome,
+    fusion_timing,
+    internals,
+    patches,
+    plugin_state,
+    selection_notes,
+    timing_parity,
+)
 from .candidates import backend_of, candidate_id
 
 KIND = "fusion_benchmark"
@@ -241,6 +254,9 @@ class _Capture:
     caller: Any = None  # the template swapped in while the fused kernel is benchmarked
     attempted: list[Any] = field(default_factory=list)  # templates swapped in, in order
     pending: bool = False  # Inductor returned a callable (decided in its pending round)
+    # the GEMM-only times are graph-replay times: the epilogue and fused kernels are timed
+    # by graph replay too (fusion_timing.py), like with like
+    graph: bool = False
 
 
 _capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar(
@@ -351,7 +367,8 @@ def speedup_by_fusion(self: Any, node1: Any, node2: Any) -> Any:
         attempt = None
     if attempt is None:
         return original(self, node1, node2)
-    capture = _Capture(attempt.multi)
+    capture = _Capture(attempt.multi,
+                       graph=timing_parity.timing_mode_of(attempt.multi.choices) == GRAPH)
     with _capturing(capture):
         result = original(self, node1, node2)
     decide = getattr(result, "callable_fn", None)
@@ -380,16 +397,24 @@ def _milliseconds(result: Any) -> float | None:
 
 
 def benchmark_fused_nodes(self: Any, nodes: Any, *args: Any, **kwargs: Any) -> Any:
-    result = _original("benchmark_fused_nodes")(self, nodes, *args, **kwargs)
     capture = _capture.get()
+    result = None
+    if capture is not None and capture.graph:  # like the graph-timed GEMM
+        result = fusion_timing.time_nodes_by_graph(self, nodes)
+    if result is None:
+        result = _original("benchmark_fused_nodes")(self, nodes, *args, **kwargs)
     if capture is not None and capture.caller is None:  # the epilogue kernel alone
         capture.epilogue_ms = _milliseconds(result)
     return result
 
 
 def benchmark_codegened_module(self: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
-    result = _original("benchmark_codegened_module")(self, module, *args, **kwargs)
     capture = _capture.get()
+    if capture is not None and capture.graph:  # like the graph-timed GEMM
+        device = args[0] if args else kwargs.get("device")
+        result = fusion_timing.time_module_by_graph(module, device)
+    else:
+        result = _original("benchmark_codegened_module")(self, module, *args, **kwargs)
     if capture is not None and capture.caller is not None:  # a fused template
         ms = _milliseconds(result)
         if ms is not None:

@@ -84,6 +84,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[StandInGPU]:
     base = device_interface.get_interface_for_device("cpu")
 
     class StandInInterface(base):  # type: ignore[misc, valid-type]
+        device = staticmethod(lambda index: contextlib.nullcontext())  # one device
+
         @staticmethod
         def get_raw_stream(device_idx: int) -> int:
             return standin.current
@@ -262,3 +264,69 @@ def test_inductors_local_autotune_cache_never_crosses_timing_modes(tmp_path: Pat
     assert calls == ["eager", "graph"]  # the third and fourth were served, each its own
     assert set(first.values()) == {1.0} and set(second.values()) == {2.0}
     assert set(third.values()) == {1.0} and set(fourth.values()) == {2.0}
+
+
+# ---- the scheduler's epilogue-fusion benchmark: like with like -------------------------
+class StandInKernel:
+    """A generated module's ``triton_`` (Inductor's CachingAutotuner): clones, launchers."""
+
+    def __init__(self, gpu: StandInGPU, spills: int = 0, mutates: bool = False) -> None:
+        self.gpu = gpu
+        self.launchers = [types.SimpleNamespace(n_spills=spills)]
+        self.mutated_arg_names = ["buf0"] if mutates else []
+
+    def clone_args(self, *args: Any) -> tuple[list[Any], dict]:
+        self.gpu.launched(-1)  # a clone: recorded as stream -1
+        return list(args), {}
+
+
+class StandInModule:
+    """A generated Triton module as the scheduler benchmarks it (get_args, call,
+    triton_): its call launches the kernel on the stand-in's current stream."""
+
+    __file__ = "/nowhere/standin_fused.py"
+
+    def __init__(self, gpu: StandInGPU, **kernel: Any) -> None:
+        self.gpu = gpu
+        self.triton_ = StandInKernel(gpu, **kernel)
+
+    def get_args(self) -> list[int]:
+        return [1, 2]
+
+    def call(self, args: list[int]) -> None:
+        self.gpu.launched(self.gpu.current)
+
+
+def test_a_graph_timed_fusion_attempt_times_its_fused_kernels_by_graph(
+        gpu: StandInGPU) -> None:
+    """Where the GEMM-only times are graph-replay times, the fused template (and the
+    epilogue kernel alone) are timed by graph replay too: compiled by one call outside
+    the capture, then the call on cloned arguments captured; a mutating kernel's clone
+    time taken off; a spilling kernel not fused (inf)."""
+    from inductor_flydsl.inductor import fusion_replay, fusion_timing
+
+    meta = torch.device("meta", 0)
+    ms, path = fusion_timing.time_module_by_graph(StandInModule(gpu), meta)
+    assert (ms, path) == (1.0, StandInModule.__file__)
+    # warm-up call outside (its clone first), then the clone and call inside the capture
+    assert gpu.launches == [(-1, False), (ORDINARY_STREAM, False), (-1, True),
+                            (CAPTURE_STREAM, True)]
+    gpu.launches.clear()
+    assert fusion_timing.time_module_by_graph(StandInModule(gpu, mutates=True), meta)[0] \
+        == 0.0  # 1.0 captured with its clone, less the clone's own 1.0
+    assert fusion_timing.time_module_by_graph(StandInModule(gpu, spills=9), meta)[0] \
+        == float("inf")
+    # through the scheduler's wrapped method, inside an attempt of each kind
+    for graph in (True, False):
+        capture = fusion_replay._Capture(multi=None, graph=graph)
+        capture.caller = "template"
+        gpu.launches.clear()
+        with fusion_replay._capturing(capture):
+            if graph:
+                fusion_replay.benchmark_codegened_module(None, StandInModule(gpu), meta)
+                assert capture.fused == {"template": 1.0}
+                assert (CAPTURE_STREAM, True) in gpu.launches
+            else:  # Inductor's own (here: the original, which needs a real scheduler)
+                with pytest.raises(Exception):  # noqa: B017
+                    fusion_replay.benchmark_codegened_module(None, StandInModule(gpu), meta)
+                assert capture.fused == {} and gpu.launches == []
