@@ -267,18 +267,30 @@ def test_validate_rocm_refuses_cpu_host_without_aborting():
     assert json.loads(proc.stdout)["preflight"]["ok"] is False
 
 
-def test_validate_rocm_preflight_checks_runtime_before_anything(monkeypatch):
-    vr = _load_validate_rocm()
-    monkeypatch.setattr(torch.version, "hip", "6.4.1", raising=False)
-    assert "needs ROCm 7" in vr.preflight().message
-    monkeypatch.setattr(torch.version, "hip", "7.0.2", raising=False)
+PREFLIGHT_CHILD = """
+import json, torch
+from inductor_flydsl.cli.rocm.validate import preflight
+torch.version.hip = "6.4.1"
+first = preflight().message
+torch.version.hip = "7.0.2"
+def no_gpu_query():
+    raise AssertionError("GPU queried before the HIP runtime was found")
+torch.cuda.is_available = no_gpu_query
+result = preflight()
+print(json.dumps([first, result.ok, result.message]))
+"""
 
-    def no_gpu_query():
-        raise AssertionError("GPU queried before the HIP runtime was found")
 
-    monkeypatch.setattr(torch.cuda, "is_available", no_gpu_query)
-    result = vr.preflight()
-    assert not result.ok and "libamdhip64.so.7 cannot be loaded" in result.message
+def test_validate_rocm_preflight_checks_runtime_before_anything(tmp_path):
+    """In a fresh process (another test's stand-in HIP library, loaded in this one,
+    answers to libamdhip64.so.7 by its soname): a ROCm 6 torch is refused by name, and a
+    ROCm 7 one without the runtime before the GPU is asked anything."""
+    done = subprocess.run([sys.executable, "-c", PREFLIGHT_CHILD], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, ok, message = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "needs ROCm 7" in first
+    assert not ok and "libamdhip64.so.7 cannot be loaded" in message
 
 
 # ---------------------------------------------------------------------------

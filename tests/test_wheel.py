@@ -89,7 +89,9 @@ OWN = ("inductor_flydsl", "inductor_flydsl_templates", "inductor_flydsl_tuning_d
 OPTIONAL_IMPORTS = {"pynvml": "NVIDIA's busyness probe for sweeps on NVIDIA GPUs "
                               "(noise.py); absent, the probe reports nothing",
                     "vllm": "the plugin's pass joining vLLM's compile (inductor/vllm_passes.py,"
-                            " called by vLLM's own plugin entry point, so only where vLLM is)"}
+                            " called by vLLM's own plugin entry point, so only where vLLM is)",
+                    "rocm_graphs": "validate-rocm's section (g), scripts/rocm_graphs.py of a "
+                                   "source checkout (cli/rocm/validate.py says when absent)"}
 # imported everywhere, yet never declared: the user's own build, checked at run time
 # (inductor/torch_range.py; importing the package without it says what to install)
 USER_PROVIDED = {"torch"}
@@ -306,6 +308,11 @@ def test_doctor_explain_and_predict_from_the_wheel(installed_wheel: InstalledWhe
     doctor = _console(installed_wheel, "doctor")
     assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-2000:]
     assert "No problems: what is configured can work on this machine." in doctor.stdout
+    # the ROCm user's commands come with the wheel (issue 52): here, no ROCm to validate
+    rocm = _console(installed_wheel, "validate-rocm")
+    assert rocm.returncode == 2 and "no ROCm" in rocm.stdout + rocm.stderr, rocm.stderr[-2000:]
+    serving = _console(installed_wheel, "vllm-serving", "--help")
+    assert serving.returncode == 0, serving.stderr[-2000:]
     explain = _console(installed_wheel, "explain", "--op", "mm", "--shape", "8x4096x4096",
                        "--json")
     assert explain.returncode == 0, explain.stderr[-2000:]

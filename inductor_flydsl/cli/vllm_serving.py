@@ -138,7 +138,8 @@ def check_vllm() -> str:
     except Exception as exc:
         raise Stop(f"vLLM does not import in this interpreter ({sys.executable}): "
                    f"{type(exc).__name__}: {exc}; install vLLM for ROCm and the plugin "
-                   "(pip install --no-deps inductor-flydsl) in one environment",
+                   "(pip install inductor-flydsl: pip leaves vLLM's torch alone) in one "
+                   "environment",
                    EXIT_NO_VLLM) from None
     return str(getattr(vllm, "__version__", "?"))
 
@@ -163,8 +164,12 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     """One run (``--child off|cold|warm``): build the engine, measure each workload."""
     import random
 
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
+    check_vllm()
+    try:  # checked just above: the child runs where vLLM imports
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+    except ImportError as exc:
+        raise Stop(f"vLLM's LLM API does not import: {exc}", EXIT_NO_VLLM) from None
 
     config = check_model(args.model)
     longest = max(i + o for i, o in args.workloads.values())

@@ -73,12 +73,12 @@ def selection_timing(device: Any, providers: Sequence[Any]) -> TimingMode:
     """How a selection on ``device`` times its choices should it hold a plugin candidate,
     decided once, before the providers are asked (the offering ranks its configs by it):
     ``graph`` when the compile captures graphs and a provider can capture kernels on the
-    device (a GPU), ``cpu`` on a CPU, else ``eager``."""
-    if getattr(device, "type", None) == "cpu":
-        return CPU
-    capturable = any(getattr(p, "captures_graphs", lambda d: False)(device)
-                     for p in providers)
-    return GRAPH if compile_uses_graphs() and capturable else EAGER
+    device (a GPU, as the provider's runtime says), else ``cpu`` on a CPU and ``eager``
+    on a GPU."""
+    if compile_uses_graphs() and any(getattr(p, "captures_graphs", lambda d: False)(device)
+                                     for p in providers):
+        return GRAPH
+    return CPU if getattr(device, "type", None) == "cpu" else EAGER
 
 
 _SUPER_CALL = "super().benchmark("

@@ -117,8 +117,9 @@ def test_each_choice_is_timed_the_way_the_graph_runs_it(offered) -> None:
     assert "flydsl" in paths.graph and "aten" in paths.graph, paths.graph
     assert paths.eager == [], paths.eager
     assert _problems(db) == [{"timing": "graph"}]
-    # the kernel launched under the capture is pinned: never unloaded while graphs live
-    assert runner.pinned() >= 1
+    # the kernels launched under the benchmark's captures were pinned only while those
+    # graphs lived: the autotune over, none is (issue 50; cudagraph trees' pins stay)
+    assert runner.pinned() == 0 and runner.cached() >= 1
     assert delta("misses") == 1 and delta("benchmarked") == 1, inductor_flydsl.stats()
 
     paths.clear()

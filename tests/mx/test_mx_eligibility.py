@@ -92,13 +92,22 @@ def test_explain_cli() -> None:
 
 
 def test_custom_ops_refuse_to_launch_without_rocm() -> None:
-    from inductor_flydsl.flydsl_backend.ops import FlydslRuntimeUnavailable
+    """Nothing is launched without a verified ROCm runtime: inside Inductor's benchmark
+    (strict) the op raises; in a forward it computes the MX product with torch instead
+    (issue 50: as the dense ops do), with the reason in one warning."""
+    from inductor_flydsl.flydsl_backend.ops import FlydslRuntimeUnavailable, strict_launches
+    from inductor_flydsl.numerics.mx import mx_reference
+    from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 
-    a = torch.zeros(128, 128, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    a = torch.ones(128, 128, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
     scale = torch.full((128, 4), 127, dtype=torch.uint8).view(torch.float8_e8m0fnu)
     out = torch.empty(128, 128, dtype=torch.bfloat16)
-    with pytest.raises(FlydslRuntimeUnavailable, match="not launched"):
+    bias = torch.full((128,), 0.5, dtype=torch.bfloat16)
+    with strict_launches(), pytest.raises(FlydslRuntimeUnavailable, match="not launched"):
         torch.ops.inductor_flydsl.scaled_mm_out(a, a.t(), scale, scale, out, "{}")
-    bias = torch.zeros(128, dtype=torch.bfloat16)
-    with pytest.raises(FlydslRuntimeUnavailable, match="not launched"):
+    with strict_launches(), pytest.raises(FlydslRuntimeUnavailable, match="not launched"):
         torch.ops.inductor_flydsl.scaled_mm_bias_out(a, a.t(), scale, scale, bias, out, "{}")
+    with pytest.warns(TuningDBWarning, match="computed with ATen.*not launched"):
+        torch.ops.inductor_flydsl.scaled_mm_bias_out(a, a.t(), scale, scale, bias, out, "{}")
+    expected = mx_reference(a, a, scale, scale, bias)  # every entry 128 + 0.5
+    torch.testing.assert_close(out.double(), expected.to(torch.bfloat16).double())

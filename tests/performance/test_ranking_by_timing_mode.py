@@ -40,7 +40,8 @@ def test_the_selection_timing_is_decided_from_the_compile_and_the_device(
     gpu = torch.device("cuda", 0)
     with internals.config.patch({"triton.cudagraphs": cudagraphs}):
         assert selection_timing(gpu, [Captures(captures)]) == expected
-        assert selection_timing(torch.device("cpu"), [Captures(True)]) == "cpu"
+        # a CPU (FlyDSL's runtime captures nothing there; a test's stand-in GPU may)
+        assert selection_timing(torch.device("cpu"), [Captures(False)]) == "cpu"
 
 
 def test_the_model_ranks_by_the_selections_mode() -> None:
