@@ -332,6 +332,26 @@ def test_doctor_says_why_a_db_file_is_unusable(tmp_path: Path) -> None:
     assert f"  - {reason}: compiles will not use it" in proc.stdout.splitlines()
 
 
+def test_db_commands_name_where_an_unusable_path_came_from(tmp_path: Path) -> None:
+    """Issue 52, point 8 for the command line: a text file given to ``db stats`` or
+    ``report`` is named with where its path came from (``--db`` or
+    ``INDUCTOR_FLYDSL_DB``) and the fix; the file is left as it was."""
+    text = tmp_path / "notes.db"
+    text.write_text("my notes, not a database\n")
+    env = isolated_env(tmp_path)
+    given = _cli("db", "stats", "--db", str(text), env=env)
+    from_env = _cli("report", "--out", str(tmp_path / "r.md"),
+                    env={**env, "INDUCTOR_FLYDSL_DB": str(text)})
+    reason = f"{text} is not an SQLite database (bad header)"
+    assert given.returncode == 2 and reason in given.stderr, given.stderr
+    assert "The path is --db's: give --db a tuning DB file" in given.stderr
+    assert from_env.returncode == 2 and reason in from_env.stderr, from_env.stderr
+    assert "point INDUCTOR_FLYDSL_DB at a tuning DB" in " ".join(from_env.stderr.split())
+    assert text.read_text() == "my notes, not a database\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("notes")) == [
+        "notes.db"]  # no journal or side file either
+
+
 def test_the_rocm_scripts_are_commands_of_the_package(tmp_path: Path) -> None:
     """``validate-rocm`` and ``vllm-serving`` run from the installed package (issue 52),
     through its ``inductor-flydsl`` script where installed: their help, and on a machine

@@ -16,6 +16,7 @@ from ..db.open import UnusableDB, open_db
 from ..db.pack import pack_db
 from ..db.shipped import shipped_db_paths
 from ..db.store import TuningDB
+from ..db.user_path import unusable_fix
 from ..db.verify import verify_path_report
 from ..performance.short_lists import shipped_stored_lists, stored_lists
 from ..priors import describe_record_line, describe_records
@@ -69,14 +70,20 @@ def _open(args: argparse.Namespace):
     try:
         return open_db(path, writable=False), path
     except UnusableDB as exc:
-        raise UnusableDB(unusable_db_message(Path(path), exc)) from exc
+        raise UnusableDB(unusable_db_message(Path(path), exc, given=args.db is not None)) \
+            from exc
 
 
-def unusable_db_message(path: Path, exc: UnusableDB) -> str:
-    """Why the DB at ``path`` cannot be read; for a file that does not exist yet (a new
-    user's default DB), also how one is made."""
+def unusable_db_message(path: Path, exc: UnusableDB, *, given: bool = False) -> str:
+    """Why the DB at ``path`` cannot be read, where the path came from (``--db`` when
+    ``given``, else ``INDUCTOR_FLYDSL_DB`` or the default per-user path) and the fix; for
+    a file that does not exist yet (a new user's default DB), also how one is made. The
+    file is never changed."""
     if path.exists():
-        return str(exc)
+        if given:
+            return (f"{exc}. The path is --db's: give --db a tuning DB file (the file was "
+                    "not modified)")
+        return f"{exc}. {unusable_fix(settings_from_env())} (The file was not modified.)"
     return (f"{path} does not exist: there is no tuning DB there yet. A max-autotune "
             "compile with the plugin on (INDUCTOR_FLYDSL=1, or inductor_flydsl.enable()) "
             "creates it, and so does `inductor-flydsl sweep`; for another file, give "

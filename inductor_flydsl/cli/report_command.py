@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = load_report(path)
     except UnusableDB as exc:
-        return fail(unusable_db_message(Path(path), exc))
+        return fail(unusable_db_message(Path(path), exc, given=args.db is not None))
     for option, target in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
         problem = output_file_problem(target)
         if problem:
