@@ -70,20 +70,12 @@ def runtime_reasons(device: Any = None) -> list[str]:
     if not flydsl_installed():
         reasons.append("the flydsl package is not installed (pip install 'flydsl>=0.5,<0.6')")
     if not reasons:  # before anything is loaded: torch's runtime must be the one
-        reasons += hip_runtime_conflicts(process_maps())
+        reasons += hip_runtime_reasons(process_maps())  # (hip_library.py: which is whose)
     if not reasons and not hip_runtime_loadable():  # dlopen only in a ROCm 7 torch
         reasons.append(f"the ROCm 7 HIP runtime ({HIP_LIBRARY}) cannot be loaded")
     if not reasons:  # and still one after the dlopen
-        reasons += hip_runtime_conflicts(process_maps())
+        reasons += hip_runtime_reasons(process_maps())
     return reasons
-
-
-def hip_runtime_conflicts(maps: str) -> list[str]:
-    """Why launching is refused given the process's mappings (``maps``:
-    ``/proc/self/maps``' text): more than one HIP runtime mapped, or torch's not the
-    ``libamdhip64.so.7`` FlyDSL binds (``hip_library.py`` says which torch builds map
-    which library)."""
-    return hip_runtime_reasons(maps)
 
 
 def hip_major(version: str) -> int:

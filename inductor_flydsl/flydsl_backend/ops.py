@@ -52,7 +52,7 @@ import functools
 import json
 import logging
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -132,6 +132,22 @@ def _fall_back(op: str, config: str, out: torch.Tensor, exc: Exception) -> None:
 
 
 FALLBACK_ERRORS = (RuntimeError, ValueError, OSError)  # FlydslLaunchError is a RuntimeError
+
+
+@contextlib.contextmanager
+def _or_computed_by_torch(op: str, config: str, out: torch.Tensor,
+                          compute: Callable[[], None]) -> Iterator[None]:
+    """The block launches the FlyDSL kernel; a run-time failure in it raises inside
+    :func:`strict_launches` (Inductor benchmarking: the candidate is excluded), and
+    anywhere else is warned about and recorded once (:func:`_fall_back`) and ``compute``
+    writes the same result into ``out`` with torch: every op's failure policy, here."""
+    try:
+        yield
+    except FALLBACK_ERRORS as exc:
+        if _strict.get():
+            raise
+        _fall_back(op, config, out, exc)
+        compute()
 # False: every call takes the full path (scripts/bench_launch.py compares the two)
 BIND_LAUNCHES = True
 
@@ -141,7 +157,17 @@ def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
            beta: float, epilogue: tuple | None = None) -> None:
     """One dense-template call: the bound launch of ``key`` if there is one, else the
     full path (which binds it); ATen on a run-time failure outside benchmarking."""
-    try:
+
+    def with_torch() -> None:
+        if epilogue is None:
+            _aten_into(a, b, bias, out, alpha, beta)
+        else:
+            from ..problems.epilogue_spec import EpilogueSpec
+
+            spec = EpilogueSpec.from_json(epilogue[0])
+            _reference_into(spec, a, b, _epilogue_extras(spec, epilogue[1]), out)
+
+    with _or_computed_by_torch(op, config, out, with_torch):
         bound = _kernel_runner.runner().bound(key) if BIND_LAUNCHES else None
         if bound is not None and bound(sources, out):
             return
@@ -151,17 +177,6 @@ def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
                 _checked_launch(a, b, bias, out, alpha, beta, config)
             else:
                 _epilogue_launch(a, b, out, config, *epilogue)
-    except FALLBACK_ERRORS as exc:
-        if _strict.get():
-            raise
-        _fall_back(op, config, out, exc)
-        if epilogue is None:
-            _aten_into(a, b, bias, out, alpha, beta)
-        else:
-            from ..problems.epilogue_spec import EpilogueSpec
-
-            spec = EpilogueSpec.from_json(epilogue[0])
-            _reference_into(spec, a, b, _epilogue_extras(spec, epilogue[1]), out)
 
 
 def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
@@ -233,7 +248,8 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
                    config: str) -> None:
     """``out = torch._grouped_mm(a, b, offs)`` (2-D A, 3-D B) with the grouped template;
     rows past ``offs[-1]`` are left as they are. ``offs`` is read on the GPU only."""
-    try:
+    with _or_computed_by_torch("grouped_mm", config, out,
+                               lambda: out.copy_(torch._grouped_mm(a, b, offs=offs))):
         runner = _runner(out.device)
         from ..template_loader import load_template
 
@@ -243,18 +259,18 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
         # size) are computed with ATen by the template's launch
         load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config),
                                              runner=runner)
-    except FALLBACK_ERRORS as exc:
-        if _strict.get():
-            raise
-        _fall_back("grouped_mm", config, out, exc)
-        out.copy_(torch._grouped_mm(a, b, offs=offs))
 
 
 def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                config: str) -> None:
-    op = "scaled_mm" if bias is None else "scaled_mm_bias"
-    try:
+    from ..numerics.mx import mx_product_into
+
+    # no ATen kernel takes these MX operands on every torch and GPU: torch computes the
+    # fallback by dequantizing on the device, then one float32 matmul
+    with _or_computed_by_torch("scaled_mm" if bias is None else "scaled_mm_bias", config,
+                               out, lambda: mx_product_into(a, b, scale_a, scale_b, bias,
+                                                            out)):
         runner = _runner(out.device)
         from ..template_loader import load_template
 
@@ -262,15 +278,6 @@ def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
             return
         load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
                                         _parse_config(config, "gemm_mx"), runner=runner)
-    except FALLBACK_ERRORS as exc:
-        if _strict.get():
-            raise
-        _fall_back(op, config, out, exc)
-        # no ATen kernel takes these MX operands on every torch and GPU: dequantize on
-        # the device, then one float32 matmul
-        from ..numerics.mx import mx_product_into
-
-        mx_product_into(a, b, scale_a, scale_b, bias, out)
 
 
 def scaled_mm_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,

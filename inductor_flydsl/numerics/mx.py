@@ -55,23 +55,29 @@ def dequantize(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return values * s[:rows, : k // BLOCK].repeat_interleave(BLOCK, dim=1)
 
 
-def _device_table(values: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(values, dtype=np.float32)).to(device)
+def _e2m1_values(codes: torch.Tensor) -> torch.Tensor:
+    """float32 values of FP4 (e2m1) codes 0-15 from their bit fields, on their device:
+    exponent 0 is subnormal (0 or 0.5), else (1 + m/2) * 2^(e-1); bit 3 the sign."""
+    c = codes.to(torch.int32)
+    e, m = (c >> 1) & 3, (c & 1).to(torch.float32)
+    magnitude = torch.where(e == 0, 0.5 * m, (1 + 0.5 * m) * torch.exp2((e - 1).float()))
+    return torch.where((c & 8) != 0, -magnitude, magnitude)
 
 
 def dequantize_on_device(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """:func:`dequantize` in float32 with torch ops on the tensors' device (no host copy
-    of the operands, no host sync; capture safe): the element and scale codes looked up
-    in the formats' tables. float32 holds every element and every power-of-two scale
-    exactly; the run-time fallback of the MX ops computes with it."""
-    code = format_code(tensor)
-    raw = tensor.contiguous().view(torch.uint8)
-    if code == 4:
-        raw = torch.stack([raw & 0xF, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
-    values = _device_table(MX_FORMATS[code][2], raw.device)[raw.long()]
+    """:func:`dequantize` in float32 with torch ops on the tensors' device: FP8 elements
+    and E8M0 scales by torch's own casts, FP4 from its bit fields. No host copy, no host
+    sync, no table moved to the device: safe inside a CUDA/HIP graph capture, where the
+    MX ops' run-time fallback may run. float32 holds every element and every
+    power-of-two scale exactly (the casts equal the formats' tables for all 256 codes)."""
+    if format_code(tensor) == 4:
+        raw = tensor.contiguous().view(torch.uint8)
+        codes = torch.stack([raw & 0xF, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
+        values = _e2m1_values(codes)
+    else:
+        values = tensor.to(torch.float32)
     rows, k = values.shape
-    scales = _device_table(e8m0_to_f64(np.arange(256, dtype=np.uint8)), raw.device)
-    s = scales[scale.contiguous().view(torch.uint8)[:rows, : k // BLOCK].long()]
+    s = scale.contiguous().view(torch.float8_e8m0fnu)[:rows, : k // BLOCK].to(torch.float32)
     return values * s.repeat_interleave(BLOCK, dim=1)
 
 

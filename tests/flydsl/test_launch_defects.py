@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.eligibility import hip_runtime_conflicts
+from inductor_flydsl.flydsl_backend.hip_library import hip_runtime_reasons
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,12 +86,12 @@ def test_two_hip_runtimes_refuse_with_the_reason(tmp_path: Path) -> None:
         return "".join(f"7f00-7f01 r-xp 00000000 08:01 42 {p}\n" for p in paths) + \
             "7f02-7f03 r-xp 00000000 08:01 43 /usr/lib/libc.so.6\n"
 
-    assert hip_runtime_conflicts(maps(one, one)) == []
-    assert hip_runtime_conflicts(maps(one, alias)) == []  # one file under two names
-    (reason,) = hip_runtime_conflicts(maps(one, other))
+    assert hip_runtime_reasons(maps(one, one)) == []
+    assert hip_runtime_reasons(maps(one, alias)) == []  # one file under two names
+    (reason,) = hip_runtime_reasons(maps(one, other))
     assert "2 HIP runtimes are mapped" in reason and str(other) in reason
     # this process: the real map, with whatever HIP library is loaded here (none or one)
-    assert hip_runtime_conflicts(Path("/proc/self/maps").read_text()) == []
+    assert hip_runtime_reasons(Path("/proc/self/maps").read_text()) == []
 
 
 def test_an_aot_compile_is_not_offered_flydsl() -> None:
