@@ -18,6 +18,7 @@ from ..version import __version__
 from . import compile_end, internals, user_passes
 from .epilogue_ops import remember
 from .epilogue_regions import MAX_OPERANDS, aten, find_region, region_id, region_module_of
+from .vllm_gemm_rewrite import rewrite_vllm_gemms
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -110,6 +111,12 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
         # compile-end callbacks back only where Inductor computes an FX-graph-cache key
         # (its cache on); this pass runs in every compile that lowers a graph
         compile_end.ensure_installed()
+        try:  # vLLM's opaque GEMM ops first: the ATen GEMMs they become fuse like any
+            config = internals.config
+            rewrite_vllm_gemms(graph, autotunes_gemms=bool(
+                config.max_autotune or config.max_autotune_gemm))
+        except Exception as exc:  # a node is replaced only once its new nodes exist
+            wired.report("lowering vLLM's GEMM ops", exc)
         try:
             count = fuse_epilogues(graph, wired.gate)
         except Exception as exc:  # the graph is only changed by a complete replacement
@@ -128,4 +135,4 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
             return None
         graphs = ("client_captures_graphs",) if self.client_captures_graphs else ()
         return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(), inner,
-                *graphs)
+                "vllm_gemms=1", *graphs)

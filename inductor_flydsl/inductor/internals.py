@@ -92,9 +92,10 @@ INTERNALS: tuple[Internal, ...] = (
              "it forwards its arguments to AlgorithmSelectorCache.__call__"),
     # -- choices: extern kernels (FlyDSL candidates), what a choice is
     Internal("ExternKernelChoice", _SA, "ExternKernelChoice",
-             "subclassed: one per FlyDSL op (flydsl_backend/choices.py)",
+             "subclassed: one per FlyDSL op (flydsl_backend/choices.py); vLLM's op as a "
+             "choice, lowered by its kernel_creator (vllm_choices.py)",
              params=("kernel", "cpp_kernel", "name", "has_out_variant"),
-             members=("lookup", "call_name")),
+             members=("lookup", "call_name", "__init__(; kernel_creator)")),
     Internal("ExternKernelCaller", _SA, "ExternKernelCaller",
              "subclassed: a FlyDSL candidate; also how ATen choices are recognised",
              params=("choice", "input_nodes", "layout", "kwargs"),
@@ -117,7 +118,8 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("InductorChoices", "torch._inductor.choices", "InductorChoices",
              "subclassed: the plugin's uuid() in the FX-graph-cache key"),
     Internal("V", "torch._inductor.virtualized", "V",
-             "the graph being lowered (size hints, epilogue notes), set_choices_handler; "
+             "the graph being lowered (size hints, epilogue notes; its current_node: the FX "
+             "node a selection lowers, vllm_choices.marked_op), set_choices_handler; "
              "aot_compilation: FlyDSL is not offered to an AOT compile",
              members=("set_choices_handler", "graph", "aot_compilation",
                       "set_aot_compilation")),
@@ -140,6 +142,14 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("FixedLayout", "torch._inductor.ir", "FixedLayout",
              "the GEMM's own layout inside a fused-epilogue selection",
              params=("device", "dtype", "size")),
+    Internal("FallbackKernel", "torch._inductor.ir", "FallbackKernel",
+             "vLLM's op, as generated code calls it when it wins its selection "
+             "(vllm_choices.py)", members=("create",)),
+    Internal("TensorBox", "torch._inductor.ir", "TensorBox",
+             "the IR value Inductor's view lowerings take (vllm_choices.py)",
+             members=("create",)),
+    Internal("BaseView", "torch._inductor.ir", "BaseView",
+             "a view of a buffer, boxed as a TensorBox as it is (vllm_choices.py)"),
     Internal("is_unaligned", "torch._inductor.ir", "is_unaligned",
              "an input's offset, for FlyDSL's alignment check", params=("node",)),
     Internal("CustomGraphPass", "torch._inductor.custom_graph_pass", "CustomGraphPass",
@@ -159,7 +169,8 @@ INTERNALS: tuple[Internal, ...] = (
              members=("__call__",)),
     Internal("lowerings", "torch._inductor.lowering", "lowerings",
              "Inductor's clone lowering: realized copies a fused-epilogue selection is "
-             "benchmarked on (epilogue_fusion.py)"),
+             "benchmarked on (epilogue_fusion.py); permute and select: the views vLLM's "
+             "op is called on (vllm_choices.py)"),
     Internal("is_storage_and_layout", "torch._inductor.ir", "is_storage_and_layout",
              "whether a value is a buffer already (epilogue_fusion.py)", params=("x",)),
     Internal("user_lowerings", "torch._inductor.lowering", "user_lowerings",
