@@ -52,6 +52,7 @@ from .db import report_queries as queries
 from .db.open import Database
 from .performance.comparison import MIN_RANK_POINTS, Comparison, compare
 from .performance.config_names import config_label
+from .vllm_op_report import vllm_op_section, vllm_op_summary, vllm_op_table
 
 BASELINE_ATEN_TRITON = "aten/triton"
 BASELINE_NON_WINNER = "best non-winner"
@@ -142,6 +143,8 @@ class Report:
     comparison: Comparison = field(default_factory=Comparison)
     # the shipped predicted short lists' best config per shape, AITER's published best beside
     shipped_predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # vLLM's own op against the winner, per problem that measured it (vllm_op_report.py)
+    vllm_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def low_confidence(self) -> pd.DataFrame:
@@ -180,6 +183,7 @@ class Report:
                 if not self.catalog.empty else 0,
                 **self.coverage(),
                 "predicted_vs_measured": self.comparison.to_json(),
+                "vllm_ops": vllm_op_summary(self.vllm_ops),
                 "shipped_predictions": self.shipped_predictions.to_dict("records")}
 
 
@@ -219,7 +223,8 @@ def build_report(db: Database, db_path: str = "") -> Report:
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
                   failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep,
                   comparison=compare(db, variant_of=model_variant),
-                  shipped_predictions=shipped_prediction_table())
+                  shipped_predictions=shipped_prediction_table(),
+                  vllm_ops=vllm_op_table(problems, _frame(queries.results(db))))
 
 
 SHIPPED_PREDICTION_COLUMNS = ["device", "label", "shape", "config", "predicted_us", "bound",
@@ -305,6 +310,7 @@ def render_markdown(report: Report, plot_path: str | None = None) -> str:
         out += _grouped_section(flagged[flagged["family"] == "grouped"])
         out += _scaled_section(flagged[flagged["family"] == "scaled"])
         out += _noisy_section(report)
+        out += vllm_op_section(report.vllm_ops, markdown_table)
         out += ["## Wins per backend", "", markdown_table(report.wins), ""]
         out += ["## Geomean speedup", ""]
         if report.geomeans.empty:

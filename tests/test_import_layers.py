@@ -16,7 +16,7 @@ Layers, low to high (a module's layer is that of its top-level subpackage or mod
 5. inductor: the hooks into TorchInductor
 6. flydsl_backend: FlyDSL eligibility, the offering (ranked by the model), builds, launches,
    cross-compiles and the compile catalog
-7. the package root, plugin_choices, autoload, report
+7. the package root, plugin_choices, autoload, report (and vllm_op_report, its vLLM table)
 8. sweep
 9. cli, __main__
 """
@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
                      "provenance", "timing", "telemetry"), 0),
     "numerics": 1, "db": 2, "emulator": 3, "isa": 3, "priors": 3, "performance": 4,
     "inductor": 5, "flydsl_backend": 6, "": 7, "plugin_choices": 7, "autoload": 7, "report": 7,
+    "vllm_op_report": 7,
     "sweep": 8, "cli": 9, "__main__": 9,
 }
 

@@ -120,6 +120,13 @@ def test_static_op_is_a_selection_with_vllms_op_among_the_recorded_choices(plugi
         assert json.loads(vllm["config"]) == {"op": "vllm::rocm_unquantized_gemm"}
     stats = inductor_flydsl.stats().as_dict()
     assert stats["errors"] == 0 and stats["recorded"] == 2, stats
+    # the report's table of vLLM's op against each winner
+    from inductor_flydsl.report import build_report, render_markdown
+
+    report = build_report(open_db(plugin, writable=False), str(plugin))
+    assert sorted(report.vllm_ops["problem"]) == sorted(problems)
+    assert report.summary()["vllm_ops"]["problems"] == 2
+    assert "## vLLM's own GEMM op against the winner" in render_markdown(report)
 
 
 def test_a_3d_activation_is_rewritten_through_views(plugin: Path) -> None:
