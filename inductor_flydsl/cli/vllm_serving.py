@@ -13,7 +13,10 @@ Each run measures two workloads after one warm-up: decode-heavy (short prompts, 
 outputs) and prefill-heavy (long prompts, a few output tokens): throughput (output and
 total tokens/s, all prompts at once) and the latency of a single request (time to the
 first token, time per output token after it). The table gives each figure per run and
-the on/off ratios; then the GEMMs FlyDSL won in the DB.
+the on/off ratios; then, per GEMM shape of the model, vLLM's own op against the winner
+of its selection (on ROCm every linear layer calls ``vllm::rocm_unquantized_gemm``; with
+the plugin on each static one is a selection with vLLM's op among its choices: the cold
+run measured both), and the GEMMs FlyDSL won in the DB.
 
     inductor-flydsl vllm-serving --model /models/Llama-3.2-1B [--json out.json]
 
@@ -302,6 +305,22 @@ def flydsl_winners(db: Path) -> list[dict[str, Any]]:
     return [row for row in json.loads(proc.stdout) if row.get("backend") == "flydsl"]
 
 
+def vllm_op_rows(db: Path) -> list[dict[str, Any]]:
+    """Per GEMM shape measured with vLLM's op among the choices: vLLM's time, the winner,
+    and vLLM / winner (``inductor-flydsl report``'s table of them)."""
+    if not db.exists():
+        return []
+    from ..db.open import open_db
+    from ..report import build_report
+
+    try:
+        frame = build_report(open_db(db, writable=False), str(db)).vllm_ops
+    except Exception as exc:  # the figures above stand without it
+        print(f"note: reading vLLM's op times from {db} failed: {exc}", file=sys.stderr)
+        return []
+    return frame.to_dict("records")
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = parse_args(argv, prog)
     if args.child:
@@ -330,10 +349,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     for run, result in results.items():
         print(f"{run}: startup (load, compile, warm-up) {result['startup_s']} s; "
               f"plugin {result['plugin'] or 'off'}")
+    shapes = vllm_op_rows(db)
+    print(f"vLLM's op against the winner, per GEMM shape ({len(shapes)}):")
+    for row in shapes:
+        print(f"  {row['problem']}: vLLM {row['vllm_ms']:.4f} ms, winner "
+              f"{row['winner_backend']} {row['winner']} {row['winner_ms']:.4f} ms, "
+              f"vllm/winner {row['vllm_over_winner']:.3f}x")
     winners = flydsl_winners(db)
     print(f"GEMMs FlyDSL won ({len(winners)}, DB {db}):")
     for row in winners:
         print(f"  {row['summary']}: {row['winner']} {row['time_ms']:.4f} ms")
     if args.json:
-        args.json.write_text(json.dumps({"runs": results, "flydsl_winners": winners}, indent=1))
+        args.json.write_text(json.dumps({"runs": results, "vllm_ops": shapes,
+                                         "flydsl_winners": winners}, indent=1))
     return 0

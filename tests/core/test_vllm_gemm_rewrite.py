@@ -127,6 +127,9 @@ def test_static_op_is_a_selection_with_vllms_op_among_the_recorded_choices(plugi
     assert sorted(report.vllm_ops["problem"]) == sorted(problems)
     assert report.summary()["vllm_ops"]["problems"] == 2
     assert "## vLLM's own GEMM op against the winner" in render_markdown(report)
+    from inductor_flydsl.cli.vllm_serving import vllm_op_rows  # the serving script's table
+
+    assert sorted(r["problem"] for r in vllm_op_rows(plugin)) == sorted(problems)
 
 
 def test_a_3d_activation_is_rewritten_through_views(plugin: Path) -> None:

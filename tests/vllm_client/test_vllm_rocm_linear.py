@@ -18,6 +18,9 @@ fresh process with its own vLLM and Inductor caches:
 - vLLM's op chosen (a user's ``override_best_choice``, Inductor's hook): the compiled
   static graph calls vLLM's op for every linear, output equal to eager, the DB's winners
   are vLLM's op.
+
+On a ROCm GPU (marked ``rocm``, never run here): the same model in bf16 with vLLM's own
+ROCm dispatch and op body, cold then warm.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ PROBLEMS = {"addmm float32 8x96x32 nt alpha=1.0 beta=1.0", "mm float32 8x32x32 n
 OP = "vllm::rocm_unquantized_gemm"
 
 
-def _run(name: str, root: Path, db: Path, builds: Path, *extra: str) -> dict:
+def _run(name: str, root: Path, db: Path, builds: Path | None, *extra: str) -> dict:
     env = isolated_env(root / name, builds, INDUCTOR_FLYDSL="1", INDUCTOR_FLYDSL_DB=str(db),
                        INDUCTOR_FLYDSL_REPEATS="1",
                        VLLM_CACHE_ROOT=str(root / name / "vllm_cache"))
@@ -137,6 +140,22 @@ def test_where_vllms_op_is_chosen_the_compiled_graph_calls_it(runs: dict) -> Non
     winners = [r for r in runs["preferred_rows"] if r["is_winner"]]
     assert {r["summary"] for r in winners} == PROBLEMS
     assert {r["backend"] for r in winners} == {"vllm"}
+
+
+@pytest.mark.rocm
+def test_on_a_rocm_gpu_vllms_op_is_measured_beside_the_others_and_served_warm(
+        tmp_path: Path) -> None:
+    db = tmp_path / "gpu.db"
+    cold = _run("gpu_cold", tmp_path, db, None, "--rocm")
+    warm = _run("gpu_warm", tmp_path, db, None, "--rocm")
+    for result in (cold, warm):
+        assert result["plugin_on"] and result["stats"]["errors"] == 0, result
+        assert all(o["max_abs_err"] < 0.1 for o in result["outputs"]), result["outputs"]
+        _assert_rewritten_where_static(result)
+    assert cold["stats"]["recorded"] == LINEARS
+    assert warm["stats"]["hits"] == LINEARS and warm["stats"]["benchmarked"] == 0
+    vllm = [r for r in _db_rows(db) if r["backend"] == "vllm"]
+    assert len(vllm) == LINEARS and all(r["status"] == "ok" for r in vllm), vllm
 
 
 def json_op(config: str) -> str:

@@ -13,6 +13,9 @@ What a ROCm build does, forced here:
   registered for the CPU key over vLLM's; it counts its calls, per token count, while the
   model runs (not while Inductor benchmarks).
 
+``--rocm`` runs it on a ROCm GPU as it is (vLLM's ROCm dispatch and its real op body,
+bf16, the GPU's own kernels): nothing is forced or stood in.
+
 ``--prefer-vllm`` makes Inductor pick vLLM's op wherever a selection offers it, through
 Inductor's own hook for that (a user's ``InductorChoices.override_best_choice``, which
 the plugin layers its class over): the compiled graph then runs vLLM's op, as it does
@@ -85,7 +88,7 @@ def _init_distributed(config: object) -> None:
         initialize_model_parallel(1, 1)
 
 
-def _model_class() -> type:
+def _model_class(dtype: torch.dtype) -> type:
     from vllm.compilation.decorators import support_torch_compile
     from vllm.model_executor.layers.linear import ReplicatedLinear
 
@@ -100,7 +103,7 @@ def _model_class() -> type:
             self.hidden = 32
 
             def linear(i: int, o: int, bias: bool) -> ReplicatedLinear:
-                return ReplicatedLinear(i, o, bias=bias, params_dtype=torch.float32,
+                return ReplicatedLinear(i, o, bias=bias, params_dtype=dtype,
                                         return_bias=False)
 
             self.qkv = linear(32, 96, True)
@@ -172,6 +175,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="8,5", help="token counts to run")
     parser.add_argument("--compile-sizes", default="8")
     parser.add_argument("--prefer-vllm", action="store_true")
+    parser.add_argument("--rocm", action="store_true",
+                        help="on a ROCm GPU, vLLM's own dispatch and op body (bf16)")
     args = parser.parse_args()
 
     from vllm.config import set_current_vllm_config
@@ -181,8 +186,10 @@ def main() -> None:
     import inductor_flydsl
 
     load_general_plugins()
-    lib = _stand_in_body()
-    _force_rocm_dispatch()
+    lib = None if args.rocm else _stand_in_body()
+    if not args.rocm:
+        _force_rocm_dispatch()
+    device, dtype = ("cuda", torch.bfloat16) if args.rocm else ("cpu", torch.float32)
     seen = _observe()
     if args.prefer_vllm:
         _prefer_vllm()
@@ -190,14 +197,14 @@ def main() -> None:
     config = _vllm_config(splitting_op, [int(s) for s in args.compile_sizes.split(",")])
     _init_distributed(config)
     with set_current_vllm_config(config):
-        model = _model_class()(vllm_config=config, prefix="")
+        model = _model_class(dtype)(vllm_config=config, prefix="").to(device)
     model.eval()
     outputs, calls = [], {}
     started = time.perf_counter()
     with torch.no_grad():
         for tokens in (int(s) for s in args.sizes.split(",")):
             x = torch.randn(tokens, model.hidden,
-                            generator=torch.Generator().manual_seed(tokens))
+                            generator=torch.Generator().manual_seed(tokens)).to(device, dtype)
             with set_forward_context({}, vllm_config=config):
                 model(x)  # the first call compiles; the calls of the second are counted
                 CALLS.clear()
@@ -206,7 +213,8 @@ def main() -> None:
                 COUNTING[0] = False
             calls[tokens] = CALLS.get(tokens, 0)
             want = model.forward(x)  # eager: support_torch_compile compiles in __call__
-            outputs.append({"tokens": tokens, "max_abs_err": float((got - want).abs().max())})
+            outputs.append({"tokens": tokens,
+                            "max_abs_err": float((got - want).float().abs().max())})
     elapsed = time.perf_counter() - started
     stats = inductor_flydsl.stats().as_dict()
     print("RESULT " + json.dumps({
