@@ -38,6 +38,9 @@ class PluginChoiceState:
     # configs to benchmark, False if not (benchmarked only when a record serves it),
     # None when no preselection applies (lookup.preselected)
     preselected: bool | None = None
+    # its kwargs are the op's own scalar arguments (vLLM's op): the problem key reads
+    # them as it reads an ATen choice's (ir_problem._aten_kwargs)
+    keyed_kwargs: bool = False
 
 
 def state_of(choice: Any) -> PluginChoiceState | None:

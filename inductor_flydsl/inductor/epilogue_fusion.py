@@ -54,6 +54,8 @@ from .epilogue_lowering import (
 )
 from .epilogue_pass import EpilogueFusionPass, FusionHooks, fuse_epilogues, set_hooks
 from .epilogue_regions import find_region
+from .vllm_choices import lower_mxfp8_block32
+from .vllm_ops import mxfp8_block32_op
 
 __all__ = ["SELECTION_NAME", "EpilogueFusionPass", "active", "find_region", "fuse_epilogues",
            "install_pass", "lower_gemm_epilogue", "problem_attrs", "uninstall_pass"]
@@ -72,6 +74,8 @@ def install_pass(gate: Callable[[torch.fx.Node], bool],
     internals.user_lowerings[torch.ops.inductor_flydsl.gemm_epilogue.default] = lower_gemm_epilogue
     internals.user_lowerings[torch.ops.inductor_flydsl.keep_for_selection.default] = \
         lower_keep_for_selection
+    # vLLM's MXFP8 GEMM, as the pass leaves it (vllm_gemm_rewrite.py)
+    internals.user_lowerings[mxfp8_block32_op()] = lower_mxfp8_block32
 
 
 def uninstall_pass() -> None:

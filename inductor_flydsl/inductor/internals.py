@@ -88,8 +88,11 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("add_feedback_saver", _SA, "add_feedback_saver",
              "records the timings Inductor selected with", params=("fn",)),
     Internal("autotune_select_algorithm", _SA, "autotune_select_algorithm",
-             "the fused-epilogue selection (epilogue_fusion.lower_gemm_epilogue); "
+             "the fused-epilogue selection (epilogue_fusion.lower_gemm_epilogue) and vLLM's "
+             "MXFP8 GEMM's (vllm_choices.lower_mxfp8_block32); "
              "it forwards its arguments to AlgorithmSelectorCache.__call__"),
+    Internal("realize_inputs", _SA, "realize_inputs",
+             "the inputs of vLLM's MXFP8 GEMM selection as buffers (vllm_choices.py)"),
     # -- choices: extern kernels (FlyDSL candidates), what a choice is
     Internal("ExternKernelChoice", _SA, "ExternKernelChoice",
              "subclassed: one per FlyDSL op (flydsl_backend/choices.py); vLLM's op as a "

@@ -107,9 +107,11 @@ def _tensor_spec(node: Any, size: list[Any], stride: list[Any] | None,
 
 def _aten_kwargs(choices: Sequence[Any]) -> dict[str, Any] | None:
     """kwargs of the first ATen (extern kernel) choice; plugin choices are skipped, so the
-    key does not depend on which backends are on. None when no choice exposes kwargs."""
+    key does not depend on which backends are on (except a client's own op whose kwargs
+    are its arguments, vLLM's: ``keyed_kwargs``). None when no choice exposes kwargs."""
     for choice in choices:
-        if state_of(choice) is not None:
+        state = state_of(choice)
+        if state is not None and not state.keyed_kwargs:
             continue
         kwargs = getattr(choice, "kwargs", None)
         if isinstance(kwargs, dict):

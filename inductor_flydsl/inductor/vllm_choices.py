@@ -14,6 +14,15 @@ the DB records its time beside every other candidate's (backend ``vllm``).
   on views of the same buffers (an Inductor fallback kernel, as Inductor lowers the op
   without the plugin): a graph loaded from a cache needs vLLM's op, nothing of the plugin.
 - Its candidate id is the op's name and a hash of this module's call code.
+
+``vllm::rocm_mxfp8_block32_gemm(x, x_scale, weight, weight_scale, out_dtype)`` (e4m3
+operands, E8M0 scales per row and 32 K for ``x``, per 32x32 block for the weight) has no
+ATen op to become: the rewrite leaves the plugin's stand-in node
+(``vllm_ops.MXFP8_BLOCK32``), and :func:`lower_mxfp8_block32` makes the selection itself,
+named ``scaled_mm`` as torch's MX GEMM is, over ``[x, weight.t(), x_scale, weight_scale]``
+(the scales viewed as ``float8_e8m0fnu``, a free reinterpretation of vLLM's uint8 bytes):
+vLLM's op as one choice, and the FlyDSL MX template's 32x32-block variant where the
+provider offers it (gfx950). With a single choice nothing is benchmarked or recorded.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from .vllm_gemm_rewrite import MARKER
 
 BACKEND = "vllm"
 UNQUANTIZED = "vllm::rocm_unquantized_gemm"
+MXFP8 = "vllm::rocm_mxfp8_block32_gemm"
+MX_SELECTION = "scaled_mm"  # torch's MX GEMM's selection name: the MX template serves it
 _SELECTIONS = {"mm", "addmm"}  # what a rewritten unquantized GEMM is lowered as
 _CHOICE_NAME = "inductor_flydsl_vllm_rocm_unquantized_gemm"
 
@@ -91,13 +102,73 @@ def _unquantized_choice() -> Any:
                                         kernel_creator=_unquantized_node)
 
 
-class VllmOpCaller(internals.ExternKernelCaller):
-    """vLLM's op as one choice; its plugin state names the backend ``vllm``."""
+def _mxfp8_op() -> Any:
+    return torch.ops.vllm.rocm_mxfp8_block32_gemm.default
 
-    def __init__(self, op: str, choice: Any, input_nodes: Sequence[Any], layout: Any) -> None:
-        super().__init__(choice, input_nodes, layout, {}, has_out_variant=False)
+
+def call_mxfp8(x: torch.Tensor, weight_t: torch.Tensor, x_scale: torch.Tensor,
+               weight_scale: torch.Tensor, *, out_dtype: torch.dtype) -> torch.Tensor:
+    """What Inductor benchmarks: vLLM's MXFP8 op on the selection's inputs."""
+    return _mxfp8_op()(x, x_scale.view(torch.uint8), weight_t.t(),
+                       weight_scale.view(torch.uint8), out_dtype)
+
+
+def _mxfp8_node(x: Any, weight_t: Any, x_scale: Any, weight_scale: Any, *,
+                out_dtype: torch.dtype) -> Any:
+    """vLLM's MXFP8 op as the selected choice: its fallback kernel over views of the
+    selection's buffers (the weight un-transposed, the scales as vLLM's uint8 bytes)."""
+    lower = internals.lowerings
+    weight = lower[torch.ops.aten.permute.default](_boxed(weight_t), [1, 0])
+    scales = [lower[torch.ops.aten.view.dtype](_boxed(s), torch.uint8)
+              for s in (x_scale, weight_scale)]
+    return internals.FallbackKernel.create(_mxfp8_op(), x, scales[0], weight, scales[1],
+                                           out_dtype)
+
+
+def _mxfp8_choice() -> Any:
+    name = "inductor_flydsl_vllm_rocm_mxfp8_block32_gemm"
+    found = internals.ExternKernelChoice.lookup(name)
+    if found is not None:
+        return found
+    return internals.ExternKernelChoice(call_mxfp8, name=name, has_out_variant=False,
+                                        kernel_creator=_mxfp8_node)
+
+
+def lower_mxfp8_block32(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
+                        out_dtype: torch.dtype) -> Any:
+    """The lowering of ``inductor_flydsl::vllm_mxfp8_block32_gemm``: one ``scaled_mm``
+    selection (module docstring). Anything failing here lowers vLLM's op as Inductor
+    would have (a fallback kernel): never a failed compile."""
+    try:
+        lower = internals.lowerings
+        weight_t = lower[torch.ops.aten.permute.default](weight, [1, 0])
+        scales = [lower[torch.ops.aten.view.dtype](s, torch.float8_e8m0fnu)
+                  for s in (x_scale, weight_scale)]
+        inputs = list(internals.realize_inputs(x, weight_t, *scales))
+        m, n = x.get_size()[0], weight.get_size()[0]
+        layout = internals.FixedLayout(x.get_device(), out_dtype, [m, n])
+        choice = VllmOpCaller(MXFP8, _mxfp8_choice(), inputs, layout,
+                              {"out_dtype": out_dtype})
+        node, _ = internals.autotune_select_algorithm(MX_SELECTION, [choice], inputs, layout,
+                                                      return_multi_template=False)
+        return node
+    except Exception as exc:
+        report_error("lowering vLLM's MXFP8 GEMM as a selection", exc)
+    return internals.TensorBox.create(internals.FallbackKernel.create(
+        _mxfp8_op(), x, x_scale, weight, weight_scale, out_dtype))
+
+
+class VllmOpCaller(internals.ExternKernelCaller):
+    """vLLM's op as one choice; its plugin state names the backend ``vllm``. Its kwargs
+    (``out_dtype``) are the op's own arguments, keyed as an ATen choice's are."""
+
+    def __init__(self, op: str, choice: Any, input_nodes: Sequence[Any], layout: Any,
+                 kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(choice, input_nodes, layout, dict(kwargs or {}),
+                         has_out_variant=False)
         self.name = op.replace("::", "_")
-        self.inductor_flydsl = PluginChoiceState(backend=BACKEND, config={"op": op})
+        self.inductor_flydsl = PluginChoiceState(backend=BACKEND, config={"op": op},
+                                                 keyed_kwargs=True)
 
     def info_dict(self) -> dict[str, Any]:
         return {"backend": BACKEND, "op": self.inductor_flydsl.config["op"]}

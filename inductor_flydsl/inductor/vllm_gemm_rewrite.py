@@ -16,13 +16,21 @@ fusion, the DB's recording and serving; and the plugin's vLLM choice provider
 (``vllm_choices.py``) adds vLLM's own op, called as vLLM calls it, to that selection. So
 vLLM's dispatch stays wherever it is fastest, and the DB shows where it is not.
 
+``vllm::rocm_mxfp8_block32_gemm(x, x_scale, weight, weight_scale, out_dtype)`` has no
+ATen op to become (its weight scales are per 32x32 block): a static node is replaced by
+the plugin's ``inductor_flydsl::vllm_mxfp8_block32_gemm`` (the same arguments, marked),
+which ``vllm_choices.lower_mxfp8_block32`` lowers to one ``scaled_mm`` selection with
+vLLM's op among its choices and the MX template's block-scaled variant beside it.
+
 Left as vLLM dispatches it (and why):
 - a symbolic token count (vLLM's general shape): vLLM's op branches on M at run time, a
   compiled selection would freeze one choice for every M;
 - a compile that does not autotune GEMMs (``max_autotune`` and ``max_autotune_gemm``
   off): Inductor would lower the ``mm`` to ATen alone, replacing vLLM's dispatch untimed;
 - operands whose dtypes differ, a weight that is not 2-D, a bias that is not 1-D, an
-  activation of more than two dimensions that is not contiguous.
+  activation of more than two dimensions that is not contiguous;
+- MXFP8: operands other than e4m3, scales that are not (M, K/32) and (ceil(N/32), K/32)
+  E8M0 bytes, an output other than bf16/fp16.
 """
 
 from __future__ import annotations
@@ -120,8 +128,58 @@ def _rewrite_unquantized(graph: torch.fx.Graph, node: torch.fx.Node) -> str | No
     return None
 
 
+E8M0_DTYPES = (torch.uint8, torch.float8_e8m0fnu)  # vLLM passes E8M0 scales as uint8
+MX_OUT_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def mxfp8_reasons(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
+                  out_dtype: Any) -> list[str]:
+    """Why a ``rocm_mxfp8_block32_gemm`` with these example values is left to vLLM."""
+    if not all(_static(t) for t in (x, x_scale, weight, weight_scale)):
+        return ["a symbolic shape (vLLM's general shape): vLLM's op dispatches on M"]
+    reasons = []
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        return [f"shapes x {tuple(x.shape)}, weight {tuple(weight.shape)}"]
+    if {x.dtype, weight.dtype} != {torch.float8_e4m3fn}:
+        reasons.append(f"operands {x.dtype}, {weight.dtype}: not e4m3")
+    (m, k), n = x.shape, weight.shape[0]
+    if k % 32:
+        reasons.append(f"K={k} is not a multiple of 32")
+    for name, scale, rows in (("x_scale", x_scale, m), ("weight_scale", weight_scale,
+                                                         -(-n // 32))):
+        if scale.dtype not in E8M0_DTYPES or tuple(scale.shape) != (rows, k // 32):
+            reasons.append(f"{name} is {scale.dtype} {tuple(scale.shape)}, not E8M0 bytes "
+                           f"({rows}, {k // 32})")
+    if out_dtype not in MX_OUT_DTYPES:
+        reasons.append(f"output dtype {out_dtype}")
+    if m == 0:
+        reasons.append("no tokens (M = 0)")
+    return reasons
+
+
+def _rewrite_mxfp8(graph: torch.fx.Graph, node: torch.fx.Node) -> str | None:
+    from .vllm_ops import mxfp8_block32_op
+
+    args = [*node.args, *[None] * 5][:5]
+    names = ("x", "x_scale", "weight", "weight_scale", "out_dtype")
+    args = [node.kwargs.get(name, arg) for name, arg in zip(names, args, strict=True)]
+    values = [_val(a) for a in args[:4]]
+    if any(v is None for v in values):
+        return "operands without example values"
+    reasons = mxfp8_reasons(*values, args[4])
+    if reasons:
+        return "; ".join(reasons)
+    with graph.inserting_before(node):
+        new = _node(graph, mxfp8_block32_op(), tuple(args), node.meta.get("val"), node)
+        new.meta[MARKER] = op_name(node)
+    node.replace_all_uses_with(new)
+    graph.erase_node(node)
+    return None
+
+
 LOWERED_OPS = {op.name: op for op in (
     LoweredOp("vllm::rocm_unquantized_gemm", _rewrite_unquantized),
+    LoweredOp("vllm::rocm_mxfp8_block32_gemm", _rewrite_mxfp8),
 )}
 
 

@@ -60,6 +60,58 @@ def _register_vllm_op() -> torch.library.Library | None:
 _LIB = _register_vllm_op()
 
 
+def mxfp8_reference(x: torch.Tensor, x_scale: torch.Tensor, weight: torch.Tensor,
+                    weight_scale: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """What vLLM's MXFP8 op computes: E8M0 bytes per row and 32 K for x, per 32x32 block
+    for the weight."""
+    def scaled(t: torch.Tensor, scale: torch.Tensor, rows_per_scale: int) -> torch.Tensor:
+        s = torch.exp2(scale.view(torch.uint8).float() - 127)
+        s = s.repeat_interleave(rows_per_scale, 0)[:t.shape[0]].repeat_interleave(32, 1)
+        return t.float() * s
+
+    return (scaled(x, x_scale, 1) @ scaled(weight, weight_scale, 32).t()).to(out_dtype)
+
+
+def _register_vllm_mxfp8_op() -> torch.library.Library | None:
+    try:
+        torch.ops.vllm.rocm_mxfp8_block32_gemm.default  # noqa: B018  (vLLM itself, if here)
+        return None
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("vllm", "FRAGMENT")
+    lib.define("rocm_mxfp8_block32_gemm(Tensor x, Tensor x_scale, Tensor weight, "
+               "Tensor weight_scale, ScalarType out_dtype) -> Tensor")
+
+    def body(x, x_scale, weight, weight_scale, out_dtype):
+        CALLS.append(tuple(x.shape))
+        return mxfp8_reference(x, x_scale, weight, weight_scale, out_dtype)
+
+    def fake(x, x_scale, weight, weight_scale, out_dtype):
+        return x.new_empty((x.shape[0], weight.shape[0]), dtype=out_dtype)
+
+    lib.impl("rocm_mxfp8_block32_gemm", body, "CPU")
+    torch.library.register_fake("vllm::rocm_mxfp8_block32_gemm", fake, lib=lib)
+    return lib
+
+
+_MX_LIB = _register_vllm_mxfp8_op()
+
+
+def mxfp8_operands(m: int = 8, n: int = 96, k: int = 256) -> tuple:
+    g = torch.Generator().manual_seed(m)
+    x = (torch.randn(m, k, generator=g) * 4).to(torch.float8_e4m3fn)
+    weight = (torch.randn(n, k, generator=g) * 4).to(torch.float8_e4m3fn)
+    x_scale = torch.randint(120, 130, (m, k // 32), generator=g, dtype=torch.uint8)
+    w_scale = torch.randint(120, 130, (-(-n // 32), k // 32), generator=g, dtype=torch.uint8)
+    return x, x_scale, weight, w_scale
+
+
+def mxfp8_linear(x: torch.Tensor, x_scale: torch.Tensor, weight: torch.Tensor,
+                 w_scale: torch.Tensor) -> torch.Tensor:
+    out = torch.ops.vllm.rocm_mxfp8_block32_gemm(x, x_scale, weight, w_scale, torch.bfloat16)
+    return out + 1.0
+
+
 def linear_block(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
                  w2: torch.Tensor) -> torch.Tensor:
     h = torch.relu(torch.ops.vllm.rocm_unquantized_gemm(x, w1, b1))
@@ -154,6 +206,52 @@ def test_left_as_vllm_dispatches_it(plugin: Path, case: str) -> None:
     torch.testing.assert_close(got, linear_block(*args))
     assert calls == 2  # the compiled graph calls vLLM's op for both
     assert not [r for r in _rows(plugin) if r["backend"] == "vllm"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_mxfp8_block32_op_lowers_to_a_selection_with_vllms_op(plugin: Path,
+                                                              dynamic: bool) -> None:
+    """Static: the node became the plugin's stand-in, lowered to one ``scaled_mm``
+    selection with vLLM's op as its choice (on CPU no FlyDSL choice: one choice, nothing
+    benchmarked or recorded), and the compiled graph calls vLLM's op; dynamic: left."""
+    from inductor_flydsl.inductor import vllm_choices
+
+    selections = []
+    original = vllm_choices.lower_mxfp8_block32
+
+    def spy(*args, **kwargs):
+        selections.append(args[0].get_size())
+        return original(*args, **kwargs)
+
+    from torch._inductor.lowering import user_lowerings
+
+    from inductor_flydsl.inductor.vllm_ops import mxfp8_block32_op
+
+    user_lowerings[mxfp8_block32_op()] = spy
+    try:
+        args = mxfp8_operands()
+        got, calls = _compile(mxfp8_linear, *args, dynamic=dynamic)
+    finally:
+        user_lowerings[mxfp8_block32_op()] = original
+    torch.testing.assert_close(got, mxfp8_linear(*args))
+    assert calls == 1  # vLLM's op ran inside the compiled graph
+    assert len(selections) == (0 if dynamic else 1), selections
+    stats = inductor_flydsl.stats().as_dict()
+    assert stats["errors"] == 0, stats
+
+
+def test_mxfp8_reasons_name_what_is_left() -> None:
+    from inductor_flydsl.inductor.vllm_gemm_rewrite import mxfp8_reasons
+
+    x, x_scale, weight, w_scale = mxfp8_operands(n=96)
+    assert mxfp8_reasons(x, x_scale, weight, w_scale, torch.bfloat16) == []
+    per_row = torch.zeros(96, 8, dtype=torch.uint8)  # scales expanded to every row
+    assert any("weight_scale" in r for r in mxfp8_reasons(x, x_scale, weight, per_row,
+                                                          torch.bfloat16))
+    assert any("output dtype" in r for r in mxfp8_reasons(x, x_scale, weight, w_scale,
+                                                          torch.float32))
+    assert any("not e4m3" in r for r in mxfp8_reasons(x.float(), x_scale, weight, w_scale,
+                                                      torch.bfloat16))
 
 
 def test_with_the_plugin_off_nothing_changes() -> None:
