@@ -16,6 +16,16 @@ with one E8M0 scale (``torch.float8_e8m0fnu``, the value ``2^(byte - 127)``) per
 a valid pairing). Accumulation is fp32 in the MFMA; ``out`` is bf16 or fp16 with unit
 stride along N; ``bias`` (``addmm``) is a length-N row vector of the output dtype.
 
+Layouts (how the scales are laid out; A and B are K-contiguous in both):
+
+* ``"nt"``: the above, one scale row per row of A and of B.
+* ``"nt_b32"``: B's scales per 32x32 block (vLLM's MXFP8 linear,
+  ``rocm_mxfp8_block32_gemm``): ``scale_b`` is ``(ceil(N / 32), K / 32)``, unit stride
+  along K, and weight row ``n`` uses scale row ``n // 32`` (the kernel computes the
+  lane's ``(row >> 5) * ld_sb`` once, outside the main loop: the same instructions per
+  step as ``"nt"``). ``scale_a`` is per row as in ``"nt"``. Served for ``e4m3 x e4m3``
+  (bf16 and fp16 out; :data:`LAYOUT_DTYPES`).
+
 Kernel design (the dense template's engineering, the same loaders): a workgroup of
 ``waves_m * waves_n`` wave64 waves computes a ``tile_m x tile_n`` output tile; each K
 step of ``tile_k`` elements stages A's and B's bytes in LDS with direct-to-LDS buffer
@@ -55,7 +65,11 @@ OUT_DTYPES = ("bf16", "fp16")
 # main formats
 DTYPES = (*(f"{a}x{b}_bf16" for a in FORMATS for b in FORMATS), "e4m3xe4m3_fp16",
           "e2m1xe2m1_fp16")
-LAYOUTS = ("nt",)
+LAYOUTS = ("nt", "nt_b32")
+B_SCALE_ROWS = {"nt": 1, "nt_b32": 32}  # rows of B sharing one scale row
+# the dtypes compile-check enumerates per layout: "nt" builds any format pairing (DTYPES
+# are its compile-check sample), "nt_b32" only these (vLLM's MXFP8 linear; others raise)
+LAYOUT_DTYPES = {"nt": DTYPES, "nt_b32": ("e4m3xe4m3_bf16", "e4m3xe4m3_fp16")}
 OPS = ("mm", "addmm")
 ARCHS = ("gfx950",)
 BLOCK = 32  # K elements per E8M0 scale
@@ -182,6 +196,9 @@ def _check_variant(*, dtype: str = "e4m3xe4m3_bf16", layout: str = "nt", op: str
                                  ("arch", arch, ARCHS)):
         if value not in allowed:
             raise ValueError(f"{name}={value!r} not in {allowed}")
+    if layout != "nt" and dtype not in LAYOUT_DTYPES[layout]:
+        raise ValueError(f"layout {layout!r} serves dtypes {LAYOUT_DTYPES[layout]}, not "
+                         f"{dtype!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -189,7 +206,7 @@ def _check_variant(*, dtype: str = "e4m3xe4m3_bf16", layout: str = "nt", op: str
 # ---------------------------------------------------------------------------
 
 
-def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
+def _make_kernel(config: MxConfig, dtype: str, op: str, layout: str) -> Callable:
     import flydsl.compiler as flyc
     import flydsl.expr as fx
     from flydsl.expr import const_expr, range_constexpr, rocdl
@@ -211,6 +228,8 @@ def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
     scale_bytes = reps  # per lane, 16-row block and step
     blocks_per_step = tk // BLOCK
     has_bias = op == "addmm"
+    b_block_rows = B_SCALE_ROWS[layout]  # 1 (per row) or 32 (per 32x32 block)
+    b_row_shift = b_block_rows.bit_length() - 1
     unit = fx.BFloat16
     out_elem = fx.BFloat16 if out_name == "bf16" else fx.Float16
     chunk_type = fx.Vector[unit, VEC]
@@ -271,20 +290,23 @@ def _make_kernel(config: MxConfig, dtype: str, op: str) -> Callable:
         sb0 = lds + stages * a_stage
 
         # The lane's scale bytes of each 16-row block: row (clamped into the matrix) and
-        # its first byte; a step adds blocks_per_step.
+        # its first byte; a step adds blocks_per_step. With B's scales per 32x32 block
+        # (nt_b32) B's scale row is the clamped row >> 5 (computed once, loop invariant).
         sa_src = fx.get_iter(fx.rocdl.make_buffer_tensor(SA, max_size=True))
         sb_src = fx.get_iter(fx.rocdl.make_buffer_tensor(SB, max_size=True))
 
-        def scale_offsets(row0, extent, ld, blocks):
+        def scale_offsets(row0, extent, ld, blocks, shift=0):
             offs = []
             for blk in range_constexpr(blocks):
                 row = row0 + blk * 16 + lane_row
                 row = (row < extent).select(row, extent - 1)
+                if const_expr(shift > 0):
+                    row = row >> shift
                 offs.append(row * ld + group * scale_bytes)
             return offs
 
         sa_offs = scale_offsets(m0 + wave_m * wm, M, ld_sa, rep_m)
-        sb_offs = scale_offsets(n0 + wave_n * wn, N, ld_sb, rep_n)
+        sb_offs = scale_offsets(n0 + wave_n * wn, N, ld_sb, rep_n, b_row_shift)
 
         # Scale loads take the lane's (loop invariant) byte offset in a VGPR and the
         # step's (wave-uniform) one in the buffer load's scalar offset: no per-load VALU.
@@ -476,7 +498,7 @@ def make_launcher(config: MxConfig, *, dtype: str, layout: str, op: str, arch: s
     reason = resource_reason(config, dtype, arch)
     if reason:
         raise ValueError(reason)
-    return _make_kernel(config, dtype, op)
+    return _make_kernel(config, dtype, op, layout)
 
 
 @functools.lru_cache(maxsize=256)
@@ -529,11 +551,13 @@ def _units(operand, rows_dim: int):
     return t.view(torch.uint8).view(torch.bfloat16)
 
 
-def _scale_rows(scale, rows: int, blocks: int, name: str):
+def _scale_rows(scale, rows: int, blocks: int, name: str, *, exact_rows: bool = False,
+                what: str = ""):
     import torch
 
-    if scale.dim() != 2 or scale.shape[0] < rows or scale.shape[1] < blocks:
-        raise ValueError(f"{name} must be ({rows}, {blocks}) E8M0 scales, got "
+    if (scale.dim() != 2 or scale.shape[0] < rows or scale.shape[1] < blocks
+            or (exact_rows and scale.shape[0] != rows)):
+        raise ValueError(f"{name} must be ({rows}, {blocks}) E8M0 scales{what}, got "
                          f"{tuple(scale.shape)}")
     if scale.stride(1) != 1:
         raise ValueError(f"{name} must have unit stride along K")
@@ -544,17 +568,32 @@ def logical_k(a) -> int:
     return a.shape[-1] * (2 if format_name(a) == "e2m1" else 1)
 
 
-def launcher_args(a, b, scale_a, scale_b, bias, out) -> tuple:
+def b_scale_rows(n: int, layout: str = "nt") -> int:
+    """Rows of ``scale_b`` for ``n`` weight rows: ``n`` ("nt"), ``ceil(n / 32)``
+    ("nt_b32")."""
+    if layout not in B_SCALE_ROWS:
+        raise ValueError(f"layout={layout!r} not in {LAYOUTS}")
+    per = B_SCALE_ROWS[layout]
+    return (n + per - 1) // per
+
+
+def launcher_args(a, b, scale_a, scale_b, bias, out, *, layout: str = "nt") -> tuple:
     """Positional arguments of a launcher: ``a`` (M, K) and ``b`` (K, N) MX operands, both
-    K-contiguous (e2m1 packed in pairs along K); ``scale_a`` (M, K/32), ``scale_b``
-    (N, K/32) E8M0; ``bias`` None or (N,); ``out`` (M, N), unit stride along N."""
+    K-contiguous (e2m1 packed in pairs along K); ``scale_a`` (M, K/32) E8M0; ``scale_b``
+    (N, K/32) E8M0 for ``layout="nt"``, or exactly (ceil(N/32), K/32) (one scale per 32x32
+    block of the (N, K) weight) for ``layout="nt_b32"``; ``bias`` None or (N,); ``out``
+    (M, N), unit stride along N."""
     m, k = a.shape[0], logical_k(a)
     n = b.shape[1]
     if logical_k(b.t()) != k:
         raise ValueError(f"A has K={k}, B has K={logical_k(b.t())}")
     a_units, b_units = _units(a, 0), _units(b, 1)
     sa = _scale_rows(scale_a, m, k // BLOCK, "scale_a")
-    sb = _scale_rows(scale_b, n, k // BLOCK, "scale_b")
+    blocked = B_SCALE_ROWS.get(layout) == 32
+    sb = _scale_rows(scale_b, b_scale_rows(n, layout), k // BLOCK, "scale_b",
+                     exact_rows=blocked,
+                     what=f" (layout {layout!r}: one per 32x32 block of the ({n}, {k}) "
+                          "weight)" if blocked else "")
     if out.stride(-1) != 1:
         raise ValueError(f"out must have unit stride along N, got strides {tuple(out.stride())}")
     if bias is not None and bias.stride(-1) != 1:
@@ -577,21 +616,24 @@ def example_args(config: MxConfig, *, dtype: str, layout: str, op: str) -> tuple
 
     out_dtype = torch.bfloat16 if out_name == "bf16" else torch.float16
     a, b = operand(m, fmt_a), operand(n, fmt_b).t()
-    scales = [torch.full((rows, k // BLOCK), 127, dtype=torch.uint8) for rows in (m, n)]
+    scales = [torch.full((rows, k // BLOCK), 127, dtype=torch.uint8)
+              for rows in (m, b_scale_rows(n, layout))]
     out = torch.zeros(m, n, dtype=out_dtype)
     bias = torch.zeros(n, dtype=out_dtype) if op == "addmm" else None
-    return launcher_args(a, b, scales[0], scales[1], bias, out)
+    return launcher_args(a, b, scales[0], scales[1], bias, out, layout=layout)
 
 
 def launch(a, b, scale_a, scale_b, bias, out, config: MxConfig, stream=None, *,
-           runner) -> None:
+           runner, layout: str = "nt") -> None:
     """Run the kernel on GPU tensors, writing into preallocated ``out`` on ``stream``
     (default: the device's current stream), without host synchronization, through
-    ``runner`` (see ``gemm_dense.launch``)."""
+    ``runner`` (see ``gemm_dense.launch``). ``layout="nt_b32"``: ``scale_b`` is
+    (ceil(N/32), K/32), one scale per 32x32 block of the weight (see
+    :func:`launcher_args`)."""
     op = "addmm" if bias is not None else "mm"
     variant = _dense.Variant("gemm_mx", config, runner.arch(a), variant_dtype(a, b, out),
-                             "nt", op)
-    runner.run(variant, launcher_args(a, b, scale_a, scale_b, bias, out),
+                             layout, op)
+    runner.run(variant, launcher_args(a, b, scale_a, scale_b, bias, out, layout=layout),
                runner.stream(a, stream), a)
 
 

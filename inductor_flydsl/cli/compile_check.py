@@ -16,8 +16,9 @@ variants per config); ``--dtype/--layout/--op`` select variants explicitly.
 groups, one dominant group, a single group). ``--template gemm_mx`` checks the
 block-scaled (MXFP8/MXFP4) GEMM, gfx950 only (gfx942 jobs are listed as rejected: it
 has no scaled MFMA): every DEFAULT config for every format pairing (``<a>x<b>_bf16``,
-formats e4m3, e5m2, e2m1) ``nt`` ``mm``, plus fp16 output and ``addmm`` once each;
-``--dtype`` (repeatable, e.g. ``e2m1xe2m1_bf16``) selects pairings; ``--emulate`` checks
+formats e4m3, e5m2, e2m1) ``nt`` ``mm`` and for ``e4m3xe4m3_bf16`` ``nt_b32`` ``mm``
+(B's scales per 32x32 block, vLLM's MXFP8 linear), plus fp16 output and ``addmm`` once
+each; ``--dtype`` (repeatable, e.g. ``e2m1xe2m1_bf16``) selects pairings; ``--emulate`` checks
 each against a float64 dequantize-then-matmul reference.
 """
 
@@ -52,8 +53,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    default="DEFAULT", help="DEFAULT list (27 configs) or EXHAUSTIVE (3880)")
     p.add_argument("--dtype", action="append", choices=(*tpl.DTYPES, *mx_dtypes), default=None,
                    help="only these dtypes (repeatable; MX: <a format>x<b format>_<out>)")
-    p.add_argument("--layout", action="append", choices=tpl.LAYOUTS, default=None,
-                   help="only these layouts (repeatable)")
+    mx_layouts = catalog.load_template(catalog.MX_TEMPLATE).LAYOUTS
+    p.add_argument("--layout", action="append",
+                   choices=tuple(dict.fromkeys((*tpl.LAYOUTS, *mx_layouts))), default=None,
+                   help="only these layouts (repeatable; MX: nt, or nt_b32 with B's "
+                        "scales per 32x32 block)")
     p.add_argument("--op", action="append", choices=(*tpl.OPS, "grouped_mm"), default=None,
                    help="only these ops (repeatable)")
     p.add_argument("--full", action="store_true",

@@ -14,6 +14,10 @@ Which variants are compiled (``build_jobs``):
   template at a twentieth of the cost of the cross product.
 * Otherwise the cross product of configs and variants, where each axis is the given
   filter, or all values with ``full``, or the main variant's value.
+* MX (``gemm_mx``): every bf16 ``mm`` variant of every layout is a main variant (all its
+  DEFAULT configs): each format pairing in ``nt``, and ``e4m3xe4m3_bf16`` in ``nt_b32``
+  (B's scales per 32x32 block). A layout compiles only the dtypes the template serves
+  for it (``LAYOUT_DTYPES``).
 
 Search spaces: ``DEFAULT`` is the 27-config DEFAULT list; ``EXHAUSTIVE`` every valid
 config of the template's ranges (3880, before the resource model). ``limit`` keeps the
@@ -196,7 +200,12 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
     dt = _axis(dtypes, tpl.DTYPES, main[0], full or sampled, "dtype")
     la = _axis(layouts, tpl.LAYOUTS, main[1], full or sampled, "layout")
     op = _axis(ops, tpl.OPS, main[2], full or sampled, "op")
-    variants = [v for v in itertools.product(dt, la, op)]
+    served = getattr(tpl, "LAYOUT_DTYPES", None)  # MX: the dtypes of each layout
+    variants = [v for v in itertools.product(dt, la, op)
+                if served is None or v[0] in served[v[1]]]
+    if not variants:
+        raise ValueError(f"no variant of {template} serves dtypes {dt} in layouts {la} "
+                         f"(served: {({lay: served[lay] for lay in la})})")
     variants.sort(key=lambda v: v != main)  # main variant first, stable otherwise
     jobs: list[Job] = []
     for arch in archs:
@@ -205,9 +214,10 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
             chosen = space
             if template == MX_TEMPLATE:
                 chosen = [c for c in space if c in configs_mod.mx_default_configs(dtype)]
-            # MX: every format pairing (bf16 mm) is a main variant: all DEFAULT configs
+            # MX: every format pairing (bf16 mm) of every layout is a main variant: all
+            # DEFAULT configs
             mx_main = (template == MX_TEMPLATE and dtype.endswith("_bf16")
-                       and (layout, op_name) == main[1:])
+                       and op_name == main[2])
             if sampled and (dtype, layout, op_name) != main and not mx_main:
                 chosen = [MX_REPRESENTATIVE if template == MX_TEMPLATE else REPRESENTATIVE]
             for config in chosen:

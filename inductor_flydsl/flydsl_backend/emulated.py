@@ -3,7 +3,8 @@
 Each (dtype, layout, op) variant is run on a small random problem that covers a full
 tile and the M and N tails (``emulator.gemm.tail_shape``), against torch in float64; a
 grouped GEMM on its ragged scenarios (``emulator.grouped``); an MX GEMM against its
-float64 dequantize-then-matmul reference (``emulator.mx``).
+float64 dequantize-then-matmul reference (``emulator.mx``; the ``nt_b32`` layout with
+B's scales per 32x32 block).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def emulate_compiled(result: CompileResult, *, seed: int = 0) -> dict[str, Any]:
     if result.template == MX_TEMPLATE:
         m, n, k = mx_tail_shape(config)
         return emulate_mx(Path(result.isa_path).read_text(), template, config,
-                          dtype=result.dtype, op=result.op, m=m, n=n, k=k, seed=seed).to_json()
+                          dtype=result.dtype, op=result.op, m=m, n=n, k=k, seed=seed,
+                          layout=result.layout).to_json()
     m, n, k = tail_shape(config, result.op, result.layout)
     run = emulate_gemm(Path(result.isa_path).read_text(), template, config, op=result.op,
                        dtype=result.dtype, layout=result.layout, m=m, n=n, k=k, seed=seed,

@@ -6,6 +6,11 @@ values with one E8M0 scale (``float8_e8m0fnu``, ``2^(byte - 127)``, 0xFF = NaN) 
 consecutive K elements of a row. Element values come from the formats' definitions
 (the same tables the ISA emulator uses), not from torch's casts, which have no FP4.
 
+B's scales may instead be per 32x32 block (the MX template's ``"nt_b32"`` layout, vLLM's
+MXFP8 linear): ``scale_b`` is (ceil(N / 32), K / 32) and weight row ``n`` uses scale row
+``n // 32``; the references take ``layout="nt_b32"`` and expand such scales to one row per
+weight row (:func:`expand_block_scales`) before dequantizing.
+
 Tolerances (:func:`validate_mx_output`): the reference dequantizes the *same* quantized
 inputs, so the FP8/FP4 quantization error is not part of the comparison; every product
 of two MX elements and their power-of-two scales is exact in fp32's significand (at
@@ -24,6 +29,8 @@ from .fp import MX_FORMATS, e8m0_to_f64
 from .tolerances import check_close
 
 BLOCK = 32
+# rows of B sharing one scale row, per layout of the MX template
+B_SCALE_ROWS = {"nt": 1, "nt_b32": 32}
 FORMAT_CODES = {"float8_e4m3fn": 0, "float8_e5m2": 1, "float4_e2m1fn_x2": 4}
 
 
@@ -46,12 +53,36 @@ def element_values(tensor: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(MX_FORMATS[code][2][codes])
 
 
-def dequantize(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def expand_block_scales(scale: torch.Tensor, rows: int, block_rows: int = BLOCK
+                        ) -> torch.Tensor:
+    """Per-block scales (ceil(rows / block_rows), K / 32) as one scale row per operand
+    row, (rows, K / 32): row ``r`` gets block row ``r // block_rows``."""
+    need = (rows + block_rows - 1) // block_rows
+    if scale.dim() != 2 or scale.shape[0] < need:
+        raise ValueError(f"block scales for {rows} rows need {need} rows, got "
+                         f"{tuple(scale.shape)}")
+    # scale.repeat_interleave(block_rows, 0)[:rows], as a view: no host sync anywhere
+    blocks, cols = scale.shape
+    return scale.unsqueeze(1).expand(blocks, block_rows, cols).reshape(-1, cols)[:rows]
+
+
+def _row_scales(scale: torch.Tensor, rows: int, layout: str) -> torch.Tensor:
+    if layout not in B_SCALE_ROWS:
+        raise ValueError(f"layout {layout!r} not in {tuple(B_SCALE_ROWS)}")
+    per = B_SCALE_ROWS[layout]
+    return scale if per == 1 else expand_block_scales(scale, rows, per)
+
+
+def dequantize(tensor: torch.Tensor, scale: torch.Tensor, *, block_rows: int = 1
+               ) -> torch.Tensor:
     """(rows, K) float64 values of an MX operand given row-major (rows, K[/2]) and its
-    (rows, K / 32) E8M0 scales."""
+    (rows, K / 32) E8M0 scales, or with ``block_rows=32`` its (ceil(rows / 32), K / 32)
+    scales of 32x32 blocks."""
     values = element_values(tensor)
     rows, k = values.shape
     s = torch.from_numpy(e8m0_to_f64(scale.contiguous().view(torch.uint8).cpu().numpy()))
+    if block_rows != 1:
+        s = expand_block_scales(s, rows, block_rows)
     return values * s[:rows, : k // BLOCK].repeat_interleave(BLOCK, dim=1)
 
 
@@ -64,12 +95,14 @@ def _e2m1_values(codes: torch.Tensor) -> torch.Tensor:
     return torch.where((c & 8) != 0, -magnitude, magnitude)
 
 
-def dequantize_on_device(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def dequantize_on_device(tensor: torch.Tensor, scale: torch.Tensor, *, block_rows: int = 1
+                         ) -> torch.Tensor:
     """:func:`dequantize` in float32 with torch ops on the tensors' device: FP8 elements
     and E8M0 scales by torch's own casts, FP4 from its bit fields. No host copy, no host
     sync, no table moved to the device: safe inside a CUDA/HIP graph capture, where the
     MX ops' run-time fallback may run. float32 holds every element and every
-    power-of-two scale exactly (the casts equal the formats' tables for all 256 codes)."""
+    power-of-two scale exactly (the casts equal the formats' tables for all 256 codes).
+    ``block_rows=32``: ``scale`` holds one row per 32 rows (32x32 blocks)."""
     if format_code(tensor) == 4:
         raw = tensor.contiguous().view(torch.uint8)
         codes = torch.stack([raw & 0xF, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
@@ -77,23 +110,31 @@ def dequantize_on_device(tensor: torch.Tensor, scale: torch.Tensor) -> torch.Ten
     else:
         values = tensor.to(torch.float32)
     rows, k = values.shape
-    s = scale.contiguous().view(torch.float8_e8m0fnu)[:rows, : k // BLOCK].to(torch.float32)
+    s = scale.contiguous().view(torch.float8_e8m0fnu)[:, : k // BLOCK].to(torch.float32)
+    if block_rows != 1:
+        s = expand_block_scales(s, rows, block_rows)
+    s = s[:rows]
     return values * s.repeat_interleave(BLOCK, dim=1)
 
 
 def mx_product_into(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                     scale_b: torch.Tensor, bias: torch.Tensor | None,
-                    out: torch.Tensor) -> None:
+                    out: torch.Tensor, *, layout: str = "nt") -> None:
     """``out = (A * 2^sa) @ (B * 2^sb) (+ bias)`` for the MX ops' operands (``b`` the
     (K, N) K-contiguous view of a row-major (N, K) weight), dequantized on the device
-    and multiplied in float32: what an MX op computes when its kernel cannot run."""
-    product = dequantize_on_device(a, scale_a) @ dequantize_on_device(b.t(), scale_b).T
+    and multiplied in float32: what an MX op computes when its kernel cannot run.
+    ``layout="nt_b32"``: ``scale_b`` per 32x32 block, (ceil(N / 32), K / 32)."""
+    if layout not in B_SCALE_ROWS:
+        raise ValueError(f"layout {layout!r} not in {tuple(B_SCALE_ROWS)}")
+    product = dequantize_on_device(a, scale_a) @ dequantize_on_device(
+        b.t(), scale_b, block_rows=B_SCALE_ROWS[layout]).T
     if bias is not None:
         product = product + bias.float()
     out.copy_(product)
 
 
-def _dequantized_product(a, b_t, scale_a, scale_b, bias):
+def _dequantized_product(a, b_t, scale_a, scale_b, bias, layout="nt"):
+    scale_b = _row_scales(scale_b.view(torch.uint8), b_t.shape[0], layout)
     deq_a, deq_b = dequantize(a, scale_a), dequantize(b_t, scale_b)
     out = deq_a @ deq_b.T
     if bias is not None:
@@ -102,16 +143,20 @@ def _dequantized_product(a, b_t, scale_a, scale_b, bias):
 
 
 def mx_reference(a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
-                 scale_b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+                 scale_b: torch.Tensor, bias: torch.Tensor | None = None, *,
+                 layout: str = "nt") -> torch.Tensor:
     """``(A * 2^sa) @ (B * 2^sb)^T (+ bias)`` in float64 on the CPU; ``b_t`` is B as
-    (N, K[/2]) rows (the K-contiguous weight)."""
-    return _dequantized_product(a, b_t, scale_a, scale_b, bias)[0]
+    (N, K[/2]) rows (the K-contiguous weight); ``scale_b`` is (N, K / 32), or with
+    ``layout="nt_b32"`` (ceil(N / 32), K / 32) (one scale per 32x32 block)."""
+    return _dequantized_product(a, b_t, scale_a, scale_b, bias, layout)[0]
 
 
 def check_mx(out: torch.Tensor, a: torch.Tensor, b_t: torch.Tensor, scale_a: torch.Tensor,
-             scale_b: torch.Tensor, bias: torch.Tensor | None = None):
-    """A :class:`~.tolerances.CloseReport` of ``out`` against :func:`mx_reference`."""
-    expected, deq_a, deq_b = _dequantized_product(a, b_t, scale_a, scale_b, bias)
+             scale_b: torch.Tensor, bias: torch.Tensor | None = None, *,
+             layout: str = "nt"):
+    """A :class:`~.tolerances.CloseReport` of ``out`` against :func:`mx_reference`
+    (``layout`` as there)."""
+    expected, deq_a, deq_b = _dequantized_product(a, b_t, scale_a, scale_b, bias, layout)
     dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[out.dtype]
     rms = float(deq_a.pow(2).mean().sqrt() * deq_b.pow(2).mean().sqrt())
     return check_close(out.cpu(), expected, dtype, k=deq_a.shape[1], scale=max(rms, 1e-30))
@@ -128,8 +173,16 @@ def random_operand(rows: int, k: int, fmt: str, gen: torch.Generator) -> torch.T
     return (torch.randn(rows, k, generator=gen) * 2).to(dtype)
 
 
-def random_scales(rows: int, k: int, gen: torch.Generator, spread: int = 2) -> torch.Tensor:
-    """(rows, K / 32) E8M0 scales ``2^e``, ``e`` uniform in ``[-spread, spread]``."""
+def random_scales(rows: int, k: int, gen: torch.Generator, spread: int = 2, *,
+                  distinct_rows: bool = False) -> torch.Tensor:
+    """(rows, K / 32) E8M0 scales ``2^e``, ``e`` uniform in ``[-spread, spread]``; with
+    ``distinct_rows`` every scale differs from the one above it (so a kernel reading a
+    neighbouring row's scales gets a different result)."""
     e = torch.randint(127 - spread, 128 + spread, (rows, k // BLOCK), generator=gen,
                       dtype=torch.int16)
+    if distinct_rows and spread > 0:
+        for r in range(1, rows):
+            same = e[r] == e[r - 1]
+            # the next exponent in the range, wrapping: still in [-spread, spread]
+            e[r][same] = (e[r][same] - (127 - spread) + 1) % (2 * spread + 1) + 127 - spread
     return e.to(torch.uint8).view(torch.float8_e8m0fnu)
