@@ -48,6 +48,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--swizzled-scales", action="store_true",
                    help="scaled_mm: scales in torch's padded 32x4x4 (swizzled) layout, as "
                         "torch._scaled_mm's MX path takes them (shows the refusal)")
+    p.add_argument("--block-scaled-weight", action="store_true",
+                   help="scaled_mm: the weight's scales per 32x32 block, (ceil(N/32), K/32), "
+                        "as vLLM's MXFP8 linear keeps them (rocm_mxfp8_block32_gemm); the "
+                        "MX template's nt_b32 layout reads them (e4m3 x e4m3)")
     p.add_argument("--layout", default="nt",
                    help="nn, nt, tn or tt (A then B; t = col-major; grouped_mm: B's last two "
                         "dims, nt = K-contiguous weights)")
@@ -195,7 +199,8 @@ def _mx_problem(args: argparse.Namespace, m: int, n: int, k: int) -> Any:
     except ValueError as exc:
         raise BadArgument("--dtype", args.dtype, str(exc).split(": ", 1)[-1]) from None
     return synthetic_mx_problem(m, n, k, formats=formats, out_dtype=out,
-                                bias=args.bias, swizzled_scales=args.swizzled_scales)
+                                bias=args.bias, swizzled_scales=args.swizzled_scales,
+                                block_scaled_weight=args.block_scaled_weight)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -418,7 +423,7 @@ def _run_mx(args: argparse.Namespace) -> int:
     """``explain --op scaled_mm``: an MX problem's eligibility, configs and, with
     --emulate/--isa, each config compiled (and emulated) for the problem's variant."""
     from ..flydsl_backend import catalog
-    from ..flydsl_backend.mx_eligibility import variant_dtype
+    from ..flydsl_backend.mx_eligibility import mx_layout, variant_dtype
 
     try:
         m, n, k = parse_gemm_shape("scaled_mm", args.shape)
@@ -432,8 +437,9 @@ def _run_mx(args: argparse.Namespace) -> int:
         from ..flydsl_backend.toolchain import ToolchainError
 
         variant, op = variant_dtype(problem), "addmm" if args.bias else "mm"
+        mx_lay = mx_layout(problem)
         jobs = [catalog.Job("gemm_mx", tuple(sorted(config_fields(c).items())), args.arch,
-                            variant, "nt", op) for c in result.configs]
+                            variant, mx_lay, op) for c in result.configs]
         try:
             with tempfile.TemporaryDirectory(prefix="flydsl-explain-") as tmp:
                 run_ = catalog.run_catalog(
@@ -449,7 +455,8 @@ def _run_mx(args: argparse.Namespace) -> int:
                         entry["emulation"] = _verdict(compiled)
                         status |= 0 if entry["emulation"]["ok"] else 1
                     if args.isa is not None:
-                        name = _isa_name(rank, dict(job.config), args.arch, variant, "nt", op)
+                        name = _isa_name(rank, dict(job.config), args.arch, variant, mx_lay,
+                                         op)
                         entry.update(_isa_fields(compiled, args.isa, name))
                         status |= 0 if compiled.ok else 1
         except ToolchainError as exc:

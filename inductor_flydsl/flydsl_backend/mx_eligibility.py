@@ -15,6 +15,12 @@ K-contiguous (``a @ w.t()``), K a multiple of 128 (the smallest MX tile_k), N of
 ``(N, K/32)`` row-major E8M0 blocks: torch's padded ``SWIZZLE_32_4_4`` layout is refused,
 as is anything that is not exactly one scale per 32 K elements of a row), a bias of the
 output dtype, static shapes and the kernel's int32 offsets.
+
+B's scales may also be one per 32x32 block of the weight, ``(ceil(N/32), K/32)``: vLLM's
+MXFP8 linear (``vllm::rocm_mxfp8_block32_gemm``, lowered by the plugin to a
+``scaled_mm`` selection) keeps a checkpoint's block scales so. The template's ``nt_b32``
+layout reads them (:func:`mx_layout`), for e4m3 x e4m3 only (``LAYOUT_DTYPES``): any
+other format pairing with block scales is refused with that reason.
 """
 
 from __future__ import annotations
@@ -45,6 +51,20 @@ def is_mx(problem: Problem) -> bool:
 def logical_k(a: TensorSpec) -> int:
     """K in elements of a row-major A (FP4 packs two per byte)."""
     return a.size[-1] * (2 if a.dtype == "float4_e2m1fn_x2" else 1)
+
+
+def is_block32_scale(scale: TensorSpec, n: int, blocks: int) -> bool:
+    """B's scales are one per 32x32 block of an (N, K) weight: ``(ceil(N/32), K/32)``
+    (and not also one per row: N > 1)."""
+    return n > 1 and tuple(scale.size) == (-(-n // BLOCK), blocks)
+
+
+def mx_layout(problem: Problem) -> str:
+    """The MX template layout of an MX problem: ``nt_b32`` when B's scales are per 32x32
+    block, else ``nt``."""
+    a, b, _, sb = problem.inputs[:4]
+    k = logical_k(a)
+    return "nt_b32" if is_block32_scale(sb, b.size[1], k // BLOCK) else "nt"
 
 
 def variant_dtype(problem: Problem) -> str:
@@ -135,7 +155,16 @@ def mx_problem_reasons(problem: Problem, *, arch: str | None = None,
                            "offsets")
     blocks = k // BLOCK
     reasons += _scale_reasons("scale_a", sa, m, blocks)
-    reasons += _scale_reasons("scale_b", sb, n, blocks)
+    if is_block32_scale(sb, n, blocks):  # per 32x32 block: the nt_b32 layout
+        reasons += _scale_reasons("scale_b", sb, -(-n // BLOCK), blocks)
+        served = getattr(tpl, "LAYOUT_DTYPES", {}).get("nt_b32", ())
+        dtype = f"{FORMATS[a.dtype]}x{FORMATS[b.dtype]}_" \
+            f"{OUT_DTYPES.get(problem.output.dtype, problem.output.dtype)}"
+        if dtype not in served:
+            reasons.append(f"scale_b per 32x32 block is read for {', '.join(served) or 'no'}"
+                           f" variants, not {dtype} (vLLM's MXFP8 linear is e4m3 x e4m3)")
+    else:
+        reasons += _scale_reasons("scale_b", sb, n, blocks)
     if bias is not None and (bias.dtype != problem.output.dtype or len(bias.size) != 1
                              or bias.size[0] != n or bias.stride[0] != 1):
         reasons.append("bias is not a contiguous length-N vector of the output dtype")
@@ -157,8 +186,9 @@ def mx_candidate_configs(problem: Problem, arch: str, *, limit: int = 12) -> lis
     a = problem.inputs[0]
     m, n, k = a.size[0], problem.output.size[-1], logical_k(a)
     usable = []
+    layout = mx_layout(problem)
     for c in mx_default_configs(dtype):
-        req = tpl.divisibility_requirements(c, "mm", "nt")
+        req = tpl.divisibility_requirements(c, "mm", layout)
         if k % req["k_multiple"] or k < req["k_min"] or tpl.resource_reason(c, dtype, arch):
             continue
         tiles = -(-m // c.tile_m) * -(-n // c.tile_n)
@@ -194,11 +224,14 @@ def alias_variant(alias: str, out: str = "bf16") -> str:
 
 def synthetic_mx_problem(m: int, n: int, k: int, *, formats: tuple[str, str],
                          out_dtype: str = "bfloat16", bias: bool = False,
-                         swizzled_scales: bool = False) -> Problem:
+                         swizzled_scales: bool = False, block_scaled_weight: bool = False
+                         ) -> Problem:
     """The ``scaled_mm`` problem Inductor sees for ``a @ w.t()`` with a row-major (M, K)
     ``a`` and (N, K) ``w`` in MX formats (FP4 packed two per byte) and their E8M0 scales:
     unswizzled (rows, K/32), or with ``swizzled_scales`` torch's padded 32x4x4 layout
-    (rows rounded up to 128, blocks to 4, flattened)."""
+    (rows rounded up to 128, blocks to 4, flattened). ``block_scaled_weight``: the
+    weight's scales per 32x32 block, (ceil(N/32), K/32), and the problem as vLLM's MXFP8
+    linear's selection keys it (its op's ``out_dtype`` the only attribute)."""
     if min(m, n, k) <= 0:
         raise ValueError("sizes must be positive")
     fmt_a, fmt_b = formats
@@ -216,9 +249,10 @@ def synthetic_mx_problem(m: int, n: int, k: int, *, formats: tuple[str, str],
             return TensorSpec(SCALE_DTYPE, (count,), (1,))
         return TensorSpec(SCALE_DTYPE, (rows, blocks), (blocks, 1))
 
-    inputs = [a, b, scale(m), scale(n)]
+    inputs = [a, b, scale(m), scale(-(-n // BLOCK) if block_scaled_weight else n)]
     if bias:
         inputs.append(TensorSpec(out_dtype, (n,), (1,)))
     output = TensorSpec(out_dtype, (m, n), (n, 1))
-    return Problem(op=MX_OP, inputs=tuple(inputs), output=output,
-                   attrs=(("out_dtype", out_dtype), ("use_fast_accum", False)))
+    attrs = (("out_dtype", out_dtype),) if block_scaled_weight else \
+        (("out_dtype", out_dtype), ("use_fast_accum", False))
+    return Problem(op=MX_OP, inputs=tuple(inputs), output=output, attrs=attrs)

@@ -25,7 +25,7 @@ from ..problems.problem import Problem
 from ..timing.timing_modes import GPU_TIMING_MODES, GRAPH, TimingMode
 from .configs import DEFAULT_GROUPED, default_configs, exhaustive, fits, prune_for_shape
 from .eligibility import GROUPED_OP, TORCH_TO_TEMPLATE_DTYPE
-from .mx_eligibility import MX_OP, mx_candidate_configs, variant_dtype
+from .mx_eligibility import MX_OP, mx_candidate_configs, mx_layout, variant_dtype
 
 log = logging.getLogger("inductor_flydsl")
 CONFIGS_PER_PROBLEM = settings.CANDIDATES.default
@@ -75,7 +75,7 @@ def model_variant(problem: Problem) -> tuple[str, str, str, str]:
     """(template, op, dtype, layout) of the catalog rows that describe ``problem``'s
     kernels: what the model is told about them (``comparison.compare`` takes it too)."""
     if problem.op == MX_OP:
-        return "gemm_mx", "mm", variant_dtype(problem), "nt"
+        return "gemm_mx", "mm", variant_dtype(problem), mx_layout(problem)
     dtype = TORCH_TO_TEMPLATE_DTYPE.get(problem.dtype, "bf16")
     layout = problem.layout if "-" not in problem.layout else "nt"
     if problem.op == GROUPED_OP:

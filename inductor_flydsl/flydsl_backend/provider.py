@@ -24,6 +24,7 @@ from .eligibility import (
     problem_reasons,
     runtime_reasons,
 )
+from .mx_eligibility import mx_layout
 from .mx_eligibility import variant_dtype as mx_variant_dtype
 from .offering import configs_per_problem, model_timing, offered_configs
 
@@ -166,8 +167,9 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
 def variant_of(op: str, problem: Any, epilogue: str = "") -> tuple[str, str, str]:
     """``(dtype, layout, op)`` of the template variant that computes the custom op ``op``
     for ``problem`` (with ``epilogue`` fused, if any)."""
-    if problem.op == "scaled_mm":  # the MX template's variant: formats and output
-        return mx_variant_dtype(problem), "nt", "addmm" if op == "scaled_mm_bias" else "mm"
+    if problem.op == "scaled_mm":  # the MX template's variant: formats, output, scales
+        return (mx_variant_dtype(problem), mx_layout(problem),
+                "addmm" if op == "scaled_mm_bias" else "mm")
     if epilogue:  # the dense template's mm variant with the epilogue fused
         return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, "mm"
     return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, op

@@ -283,7 +283,17 @@ class Problem:
                          if v not in (None, "", ()))
         text = f"{self.op} {self.dtype} {batch}{m}x{n}x{k} {self.layout}"
         dynamic = f"dynamic[{self.symbolic_text()}]" if self.symbolic else ""
-        return " ".join(part for part in (text, extras, attrs, dynamic) if part)[:500]
+        return " ".join(part for part in (text, self._scales_text(n), extras, attrs, dynamic)
+                        if part)[:500]
+
+    def _scales_text(self, n: int) -> str:
+        """``scale_b=32x32`` for a scaled GEMM whose weight scales are per 32x32 block
+        (vLLM's MXFP8 linear): another problem than per-row scales of the same shape."""
+        if self.op not in ("scaled_mm", "scaled_mm_v2") or len(self.inputs) < 4:
+            return ""
+        scale_b = self.inputs[3]
+        blocked = len(scale_b.size) == 2 and n > 1 and scale_b.size[0] == -(-n // 32)
+        return "scale_b=32x32" if blocked else ""
 
     def symbolic_text(self) -> str:
         """Which GEMM dims are symbolic, e.g. ``M`` or ``batch,M``; each keyed at its
