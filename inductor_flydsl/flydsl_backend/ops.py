@@ -264,20 +264,23 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
 def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                scale_b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                config: str) -> None:
-    from ..numerics.mx import mx_product_into
+    from ..numerics.mx import mx_product_into, scale_b_layout
 
+    # B's scales per row (nt) or per 32x32 block (nt_b32: vLLM's MXFP8 weights)
+    layout = scale_b_layout(b.shape[1], scale_b)
     # no ATen kernel takes these MX operands on every torch and GPU: torch computes the
     # fallback by dequantizing on the device, then one float32 matmul
     with _or_computed_by_torch("scaled_mm" if bias is None else "scaled_mm_bias", config,
                                out, lambda: mx_product_into(a, b, scale_a, scale_b, bias,
-                                                            out)):
+                                                            out, layout=layout)):
         runner = _runner(out.device)
         from ..template_loader import load_template
 
         if out.numel() == 0:
             return
         load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
-                                        _parse_config(config, "gemm_mx"), runner=runner)
+                                        _parse_config(config, "gemm_mx"), runner=runner,
+                                        layout=layout)
 
 
 def scaled_mm_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,

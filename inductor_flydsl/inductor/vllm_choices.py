@@ -140,6 +140,8 @@ def lower_mxfp8_block32(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
     selection (module docstring). Anything failing here lowers vLLM's op as Inductor
     would have (a fallback kernel): never a failed compile."""
     try:
+        for value in (x, x_scale, weight, weight_scale):  # buffers first: the views below
+            value.realize()                                # then reinterpret them, no copy
         lower = internals.lowerings
         weight_t = lower[torch.ops.aten.permute.default](weight, [1, 0])
         scales = [lower[torch.ops.aten.view.dtype](s, torch.float8_e8m0fnu)

@@ -56,11 +56,12 @@ def validate_output(op: str, inputs: tuple[torch.Tensor, ...], out: torch.Tensor
                     alpha: float, beta: float) -> None:
     """Raise NumericMismatch with a one-line summary when ``out`` is wrong."""
     if op in ("scaled_mm", "scaled_mm_bias"):  # MX: against dequantize-then-matmul
-        from .mx import check_mx
+        from .mx import check_mx, scale_b_layout
 
         a, b, scale_a, scale_b = inputs[:4]
         bias = inputs[4] if len(inputs) > 4 else None
-        _raise_unless_close(check_mx(out, a, b.t(), scale_a, scale_b, bias),
+        layout = scale_b_layout(b.shape[1], scale_b)
+        _raise_unless_close(check_mx(out, a, b.t(), scale_a, scale_b, bias, layout=layout),
                             " of the float64 MX reference")
         return
     a, b = (inputs[1], inputs[2]) if op == "addmm" else (inputs[0], inputs[1])

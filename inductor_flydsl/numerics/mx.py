@@ -53,6 +53,13 @@ def element_values(tensor: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(MX_FORMATS[code][2][codes])
 
 
+def scale_b_layout(n: int, scale_b: torch.Tensor) -> str:
+    """The MX layout of B's scales for an (N, K) weight: ``nt_b32`` when they are one per
+    32x32 block, (ceil(N / 32), K / 32), else ``nt`` (one row per weight row)."""
+    return "nt_b32" if n > 1 and scale_b.dim() == 2 and \
+        scale_b.shape[0] == -(-n // BLOCK) else "nt"
+
+
 def expand_block_scales(scale: torch.Tensor, rows: int, block_rows: int = BLOCK
                         ) -> torch.Tensor:
     """Per-block scales (ceil(rows / block_rows), K / 32) as one scale row per operand
