@@ -198,6 +198,27 @@ def test_a_3d_activation_is_rewritten_through_views(plugin: Path) -> None:
         "addmm float32 8x48x32 nt alpha=1.0 beta=1.0"}
 
 
+def test_the_rewritten_gemm_and_its_epilogue_become_a_fused_epilogue_selection(
+        plugin: Path) -> None:
+    """As an ``addmm`` does: with the pass's gate open (as on a device where FlyDSL fuses
+    epilogues; on CPU none does), a bf16 op + relu * 2 region is one ``gemm_epilogue``
+    selection; the output equals eager."""
+    from inductor_flydsl.inductor import epilogue_pass
+
+    hooks = epilogue_pass.hooks()
+    assert hooks is not None
+    epilogue_pass.set_hooks(epilogue_pass.FusionHooks(lambda gemm: True, hooks.report,
+                                                      hooks.count))
+    try:
+        args = _operands(dtype=torch.bfloat16)
+        got, _ = _compile(linear_block, *args)
+    finally:
+        epilogue_pass.set_hooks(hooks)
+    torch.testing.assert_close(got, linear_block(*args), rtol=2e-2, atol=2e-2)
+    stats = inductor_flydsl.stats().as_dict()
+    assert stats["epilogue_fusions"] >= 1 and stats["errors"] == 0, stats
+
+
 @pytest.mark.parametrize("case", ["dynamic", "no max-autotune"])
 def test_left_as_vllm_dispatches_it(plugin: Path, case: str) -> None:
     args = _operands(tokens=8)
