@@ -79,7 +79,7 @@ def cudagraph_case(name: str, device: Any, log: Callable[[str], None]) -> dict[s
                 ref = make(*args).float()
                 errors.append(float((out - ref).abs().max() / ref.abs().max().clamp_min(1)))
             text = "\n".join(code)
-            row.update(flydsl_in_graph="torch._inductor_flydsl." in text,
+            row.update(flydsl_in_graph="inductor_flydsl_direct." in text,
                        cudagraph_skips=int(counters["inductor"]["cudagraph_skips"]),
                        max_rel_err=max(errors),
                        stats=inductor_flydsl.stats().as_dict())

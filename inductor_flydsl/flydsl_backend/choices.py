@@ -1,8 +1,9 @@
 """FlyDSL GEMM candidates for Inductor's autotuning.
 
 Each candidate is an extern-kernel choice whose generated code calls
-``torch._inductor_flydsl.<op>_out(..., out=buf)``, the op's implementation without torch's
-dispatcher (see ``ops.py``). Inductor
+``inductor_flydsl_direct.<op>_out(..., out=buf)``, the op's implementation without torch's
+dispatcher (see ``ops.py``), through the plugin's module ``direct.py``, which the
+generated module imports itself (:class:`DirectKernelOut`). Inductor
 benchmarks extern choices in-process on its own benchmark inputs, which is where the
 candidate is validated against ATen first: a candidate whose output is wrong, or that
 fails to compile or launch, reports an infinite time (so it cannot win) and is recorded
@@ -30,7 +31,8 @@ from ..inductor.timing_parity import timed_with_graphs
 from ..numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
 from ..problems.keys import canonical_json, stable_id
 from ..template_loader import template_source_hash
-from .ops import direct_call, op_call_name, strict_launches
+from . import direct
+from .ops import direct_call, strict_launches
 
 log = logging.getLogger("inductor_flydsl")
 TEMPLATE = "gemm_dense"
@@ -74,7 +76,18 @@ class FlydslKernelChoice(internals.ExternKernelChoice):
         self.ordered_kwargs_for_cpp_kernel = ()
 
     def call_name(self) -> str:
-        return op_call_name(self.op)
+        return direct.call_name(self.op)
+
+
+class DirectKernelOut(internals.ExternKernelOut):
+    """The IR node of a FlyDSL call in the graph: Inductor's out-variant extern kernel,
+    whose code generation also writes :data:`direct.IMPORT` among the generated module's
+    imports (once per module; a subgraph's imports go with its code), so the module finds
+    ``inductor_flydsl_direct`` wherever it runs."""
+
+    def codegen(self, wrapper: Any) -> None:
+        wrapper.add_import_once(direct.IMPORT)
+        super().codegen(wrapper)
 
 
 class FlydslChoiceCaller(internals.ExternKernelCaller):
@@ -107,6 +120,17 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
         self.inductor_flydsl = PluginChoiceState(backend="flydsl", config=recorded)
         # compiled for a symbolic M: validated at more sizes than the hint (see _validate)
         self.dynamic_m = dynamic_m
+
+    def output_node(self) -> Any:
+        """As Inductor's ``ExternKernelCaller.output_node`` for an out-variant kernel, the
+        node a :class:`DirectKernelOut`."""
+        node = DirectKernelOut(
+            layout=self.layout, inputs=self.input_nodes,
+            python_kernel_name=self.choice.call_name(), kwargs=self.kwargs)
+        annotations = getattr(self, "annotations", None) or {}
+        if "ktc" in annotations:  # Inductor's lookup-table annotation, as it passes it
+            node.annotations["ktc"] = annotations["ktc"]
+        return internals.TensorBox.create(node)
 
     def describe_variant(self, template: str, dtype: str, layout: str, op: str) -> None:
         """Name the template variant in the config text generated code passes the op

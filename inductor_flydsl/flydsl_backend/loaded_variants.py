@@ -4,8 +4,9 @@ its first call (:func:`start_loaded_builds`; without it each variant is built at
 first launch, one after another, inside the user's forward).
 
 Inductor's generated code calls the plugin's ops with the candidate's config as text,
-e.g. ``torch._inductor_flydsl.mm_out(buf0, buf1, config='{...}', alpha=1.0, out=buf2)``
-(code generated before issue 42's direct calls: ``torch.ops.inductor_flydsl.mm_out.default``);
+e.g. ``inductor_flydsl_direct.mm_out(buf0, buf1, config='{...}', alpha=1.0, out=buf2)``
+(``direct.py``; code generated before issue 42's direct calls:
+``torch.ops.inductor_flydsl.mm_out.default``);
 a fused epilogue's text is the call's ``epilogue=``. The rest of the variant
 (template, dtype, layout, op) is what the tensors say at launch; for a build before the
 first call it must be in the text: a *self-describing* config carries it as a
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 NAMESPACE = "inductor_flydsl"  # torch.ops.<NAMESPACE>.<op>[.default]
-DIRECT_NAMESPACE = "_inductor_flydsl"  # torch.<DIRECT_NAMESPACE>.<op> (ops.DIRECT_NAMESPACE)
+DIRECT_ALIAS = "inductor_flydsl_direct"  # <DIRECT_ALIAS>.<op> (direct.ALIAS)
 VARIANT_KEY = "variant"  # the self-describing config's member
 VARIANT_FIELDS = ("template", "dtype", "layout", "op")
 
@@ -42,7 +43,7 @@ class FlydslCall:
 
 
 def _op_name(func: ast.expr) -> str | None:
-    """``torch._inductor_flydsl.<op>`` or ``torch.ops.inductor_flydsl.<op>[.default]``
+    """``inductor_flydsl_direct.<op>`` or ``torch.ops.inductor_flydsl.<op>[.default]``
     -> ``<op>``."""
     parts: list[str] = []
     node = func
@@ -52,9 +53,9 @@ def _op_name(func: ast.expr) -> str | None:
     if not isinstance(node, ast.Name):
         return None
     parts.append(node.id)
-    parts.reverse()  # e.g. torch _inductor_flydsl mm_out
-    if len(parts) == 3 and parts[:2] == ["torch", DIRECT_NAMESPACE]:
-        return parts[2]
+    parts.reverse()  # e.g. inductor_flydsl_direct mm_out
+    if len(parts) == 2 and parts[0] == DIRECT_ALIAS:
+        return parts[1]
     if parts[-1] == "default":
         parts.pop()
     if len(parts) == 4 and parts[:3] == ["torch", "ops", NAMESPACE]:
@@ -71,7 +72,7 @@ def _text(node: ast.Call, name: str) -> str | None:
 
 
 def _mentions_ops(source: str) -> bool:
-    return f"torch.{DIRECT_NAMESPACE}." in source or f"ops.{NAMESPACE}." in source
+    return f"{DIRECT_ALIAS}." in source or f"ops.{NAMESPACE}." in source
 
 
 def flydsl_calls(source: str) -> list[FlydslCall]:

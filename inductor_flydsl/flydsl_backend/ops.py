@@ -3,17 +3,17 @@
 ``torch.ops.inductor_flydsl.{mm,addmm,bmm,grouped_mm,scaled_mm,scaled_mm_bias,
 gemm_epilogue}_out`` are
 out-variant ops (generated code calls their implementations directly, as
-``torch._inductor_flydsl.<op>_out``, see :data:`DIRECT`): they write into the buffer
+``inductor_flydsl_direct.<op>_out``, see ``direct.py``): they write into the buffer
 Inductor allocated (``out``), launch on the current stream and never synchronize the
 host; they allocate nothing except a split-K config's fp32 workspace, which comes from
 torch's caching allocator on that stream (a CUDA-graph capture gives it the graph's
 private pool). Generated code passes ``out`` by
 keyword (schemas cannot have keyword-only tensors, so it is an ordinary argument). Their
 fake implementations do nothing, so tracing, the FX graph cache and CUDA-graph capture
-see a plain in-place op. Generated code names them as
-``torch.ops.inductor_flydsl.<op>_out.default``: any process that has imported
-``inductor_flydsl`` (or has the package installed, through the ``torch.backends`` entry
-point) can run a cached graph that calls them.
+see a plain in-place op. Generated code imports ``direct.py`` itself, so a cached graph
+that calls them runs in any process where the package is installed; the registered ops
+(``torch.ops.inductor_flydsl.<op>_out.default``, :data:`OPS`) serve tests, scripts and
+tracing.
 
 A call whose operands (or split-K workspace: ``gemm_dense.workspace_reason``) reach past
 the kernel's int32 offsets (possible only for a candidate at a size larger than any seen
@@ -51,7 +51,6 @@ import contextvars
 import functools
 import json
 import logging
-import types
 from collections.abc import Callable, Iterator
 
 import torch
@@ -399,21 +398,11 @@ OPS = {op: getattr(getattr(torch.ops, NAMESPACE), f"{op}_out").default for op in
 
 # What generated code and Inductor's benchmark call: the implementations themselves, without
 # torch's dispatcher (a Python-implemented op costs several microseconds of boxing per
-# call; generated code calls an op on already-checked buffers, so nothing is lost). Bound
-# to the torch module as ``torch._inductor_flydsl``, which every generated module has
-# (``import torch``) and which exists whenever the ops above are registered: both are made
-# here, when the package is imported (in every process through the ``torch.backends``
-# entry point). One attribute of this package's own prefix; nothing of torch's changes.
-DIRECT_NAMESPACE = "_inductor_flydsl"
-DIRECT = types.SimpleNamespace(**{f"{op}_out": impl for op, (_, impl) in SCHEMAS.items()})
-setattr(torch, DIRECT_NAMESPACE, DIRECT)
+# call; generated code calls an op on already-checked buffers, so nothing is lost).
+# Generated code reaches them through the plugin's own module ``direct.py``, which it
+# imports itself; nothing is set on ``torch``.
 
 
-def op_call_name(op: str) -> str:
-    """How generated code names the op: ``torch._inductor_flydsl.<op>_out``."""
-    return f"torch.{DIRECT_NAMESPACE}.{op}_out"
-
-
-def direct_call(op: str):
-    """The function generated code calls for ``op``."""
-    return getattr(DIRECT, f"{op}_out")
+def direct_call(op: str) -> Callable[..., None]:
+    """The function generated code calls for ``op`` (``direct.<op>_out``)."""
+    return SCHEMAS[op][1]  # type: ignore[return-value]

@@ -34,6 +34,10 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
   GPU). Each is declared in :data:`PATCHES` and installed and put back only through the
   sibling ``patches.py``; :func:`problems` checks the declared attributes too.
 
+One IR class is subclassed: ``ExternKernelOut``, so a FlyDSL call's code generation also
+imports the plugin's op namespace into the generated module (``flydsl_backend/direct.py``;
+``CODEGEN_SHAPES``); nothing is set on ``torch``.
+
 The rest are read, never changed: IR classes, size hints, counters, the benchmarker and
 the CPU vector-ISA module (apart from the patches above), the code caches.
 """
@@ -103,6 +107,12 @@ INTERNALS: tuple[Internal, ...] = (
              "subclassed: a FlyDSL candidate; also how ATen choices are recognised",
              params=("choice", "input_nodes", "layout", "kwargs"),
              members=("benchmark", "hash_key", "info_dict", "to_callable", "output_node")),
+    Internal("ExternKernelOut", "torch._inductor.ir", "ExternKernelOut",
+             "subclassed: a FlyDSL call's IR node, whose code generation also imports the "
+             "plugin's op namespace into the generated module (choices.DirectKernelOut; "
+             "see CODEGEN_SHAPES)",
+             members=("__init__(; layout, inputs, kwargs, python_kernel_name)",
+                      "codegen(wrapper)")),
     Internal("ChoiceCaller", "torch._inductor.ir", "ChoiceCaller",
              "every choice: its _benchmark_with_cudagraphs flag is set to time it by graph "
              "replay when the compile will capture graphs (timing_parity.py; see "
@@ -454,9 +464,24 @@ TIMING_SHAPES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+# How a FlyDSL call reaches generated code (``flydsl_backend/choices.py``: its IR node
+# writes the import of ``flydsl_backend/direct.py`` among the module's imports), read in
+# the same way.
+CODEGEN_SHAPES: tuple[tuple[str, str, str, str], ...] = (
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.__init__",
+     "self.add_import_once = ",
+     "the wrapper no longer has add_import_once: generated code would call "
+     "inductor_flydsl_direct without importing it"),
+    ("torch._inductor.select_algorithm", "ExternKernelCaller.output_node",
+     "ir.ExternKernelOut if self.has_out_variant",
+     "Inductor builds an extern choice's node differently: DirectKernelOut "
+     "(FlydslChoiceCaller.output_node) would no longer be what Inductor builds"),
+)
+
+
 def _check_timing_shapes() -> list[str]:
     found = []
-    for module_name, qualname, holds, breaks in TIMING_SHAPES:
+    for module_name, qualname, holds, breaks in TIMING_SHAPES + CODEGEN_SHAPES:
         try:
             obj: Any = importlib.import_module(module_name)
             for part in qualname.split("."):

@@ -12,9 +12,9 @@ warm-up's end, ``warm_up.finish``) and the function that makes Inductor's select
 declared there, remembers the original and hands it back; :func:`restore` puts it back.
 
 The selector's class swap (``internals.swap_selector_class``) changes one object's class,
-not an attribute, and is undone by ``disable()`` too. Not a replacement:
-``torch._inductor_flydsl`` (``flydsl_backend/ops.py``), an attribute of the package's own
-name added to the torch module for generated code, which changes nothing of torch's.
+not an attribute, and is undone by ``disable()`` too. Nothing is added to ``torch``:
+generated code reaches the plugin's ops through the package's own module, which it
+imports itself (``flydsl_backend/direct.py``).
 """
 
 from __future__ import annotations

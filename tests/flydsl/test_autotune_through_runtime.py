@@ -119,9 +119,9 @@ def test_a_winning_fused_candidate_replaces_the_region(autotuned,
     text = "\n".join(code)
     stats = inductor_flydsl.stats()
     assert stats["epilogue_fusions"] >= 1, stats
-    assert "torch._inductor_flydsl.gemm_epilogue_out(" in text, (stats, text[-1500:])
+    assert "inductor_flydsl_direct.gemm_epilogue_out(" in text, (stats, text[-1500:])
     # the region's own GEMM (ATen's or FlyDSL's plain kernel, whichever won it): dead
-    assert "extern_kernels.mm" not in text and "_inductor_flydsl.mm_out" not in text
+    assert "extern_kernels.mm" not in text and "inductor_flydsl_direct.mm_out" not in text
     assert runner.runtime.emulation.errors == []
 
 

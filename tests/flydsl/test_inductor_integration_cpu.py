@@ -10,6 +10,7 @@ and ATen wins with a correct result.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild, provider
+from inductor_flydsl.flydsl_backend import direct, prebuild, provider
 
 NO_FLYDSL_ON_CPU = r"""
 import json, sys, torch, torch._inductor.config as ic
@@ -32,6 +33,21 @@ y = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune")(a, b)
 torch.testing.assert_close(y, a @ b)
 print(json.dumps({"flydsl_imported": "flydsl" in sys.modules,
                   "stats": inductor_flydsl.stats()}))
+"""
+
+
+RUN_GENERATED = r"""
+import importlib.util, sys, torch
+print(f"before:{'inductor_flydsl' in sys.modules}")
+spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(f"after:{'inductor_flydsl.flydsl_backend.direct' in sys.modules}")
+print(f"torch:{hasattr(torch, '_inductor_flydsl')}")
+x, b, expected = torch.load(sys.argv[2])
+(y,) = module.call([x, b])
+torch.testing.assert_close(y, expected)
+print("ok")
 """
 
 
@@ -148,7 +164,8 @@ def test_hip_version_parsing() -> None:
 
 def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
     """When the DB names a FlyDSL candidate as the winner, Inductor's generated code calls
-    the op (torch._inductor_flydsl.mm_out, no dispatcher) with out=; on this CPU it refuses to
+    the op (inductor_flydsl_direct.mm_out, no dispatcher, from the plugin's own module the
+    generated module imports; nothing on torch) with out=; on this CPU it refuses to
     launch (it never launches without a verified ROCm runtime), and, called from the
     user's forward, computes the call with ATen instead: one warning naming the kernel
     and the reason, the right result, counted and recorded (issue 42: a run-time failure
@@ -188,12 +205,27 @@ def test_flydsl_winner_codegen_calls_the_custom_op(offered: Path) -> None:
             text = path.read_text()
         except OSError:  # a temporary file of Inductor's, gone already
             continue
-        if "torch._inductor_flydsl." in text:
+        if "inductor_flydsl_direct." in text:
             wrappers.append(text)
     assert wrappers, "the generated wrapper calls the plugin's op"
-    call = next(line.strip() for line in wrappers[0].splitlines()
-                if "torch._inductor_flydsl.mm_out(" in line)
+    lines = [line.strip() for line in wrappers[0].splitlines()]
+    call = next(line for line in lines if "inductor_flydsl_direct.mm_out(" in line)
     assert "out=" in call and "config=" in call and chosen["config"] != ""
+    assert lines.count(direct.IMPORT) == 1, "the module imports the ops' namespace once"
+    assert not hasattr(torch, "_inductor_flydsl")  # nothing of the plugin's on torch
+    # the module runs in a fresh process that never imported the package (the entry
+    # point off, the plugin off): it imports the ops' namespace itself
+    module = next(p for p in cache.rglob("*.py") if "inductor_flydsl_direct." in p.read_text())
+    inputs = offered.parent / "inputs.pt"
+    torch.save([x, b, fn(x, b)], inputs)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR":
+           str(cache)}
+    env.pop("INDUCTOR_FLYDSL", None)
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", RUN_GENERATED, str(module),
+                           str(inputs)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["before:False", "after:True", "torch:False", "ok"], \
+        proc.stdout
 
 
 def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:

@@ -40,7 +40,7 @@ def test_the_launching_process_never_spawns_rocm_agent_enumerator(tmp_path: Path
         hip = fake_hip({str(tmp_path / 'hip')!r})
         import torch
         from inductor_flydsl.emulator.gemm import make_operands
-        from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
+        from inductor_flydsl.flydsl_backend import direct, kernel_runner, prebuild
         from inductor_flydsl.problems.keys import canonical_json
         from inductor_flydsl.template_loader import load_template
 
@@ -50,8 +50,7 @@ def test_the_launching_process_never_spawns_rocm_agent_enumerator(tmp_path: Path
                                      waves_n=1, stages=2, group_m=1)
             a, b, _, out = make_operands("mm", "bf16", "nt", 32, 64, 256)
             with kernel_runner.use_runtime(FakeHipRuntime(hip)) as runner:
-                torch._inductor_flydsl.mm_out(a, b, out=out,
-                                              config=canonical_json(config.to_json()))
+                direct.mm_out(a, b, out=out, config=canonical_json(config.to_json()))
                 assert runner.loads == 1 and hip.launch_count() == 1
             prebuild.shutdown_pool()
             print("PID", os.getpid())

@@ -49,6 +49,22 @@ def test_calls_are_read_from_inductors_code_and_todays_configs_wait_for_their_la
     assert loaded_variants.flydsl_calls("def call(args):\n    return args\n") == []
 
 
+def test_generated_code_reaches_the_ops_through_the_plugins_own_module() -> None:
+    """``direct.py`` holds the ops' implementations and nothing else, under the name this
+    reader looks for; nothing of the plugin's is set on torch."""
+    import torch
+
+    from inductor_flydsl.flydsl_backend import direct, ops
+
+    assert loaded_variants.DIRECT_ALIAS == direct.ALIAS
+    assert direct.IMPORT.endswith(f" as {direct.ALIAS}")
+    assert sorted(direct.__all__) == sorted(f"{op}_out" for op in ops.SCHEMAS)
+    for op, (_, impl) in ops.SCHEMAS.items():
+        assert getattr(direct, f"{op}_out") is impl is ops.direct_call(op)
+        assert direct.call_name(op) == f"inductor_flydsl_direct.{op}_out"
+    assert not [name for name in dir(torch) if "flydsl" in name.lower()]
+
+
 def test_a_self_describing_config_names_the_whole_variant() -> None:
     source = WRAPPER.read_text().replace(canonical_json(CONFIG), _self_describing("nn"))
     (call,) = loaded_variants.flydsl_calls(source)
