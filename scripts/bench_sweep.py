@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -49,9 +48,11 @@ def sweep(args: list[str], root: Path) -> dict:
 
 
 def winners(db: Path) -> dict[str, str]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    from inductor_flydsl.db.open import open_db  # every DB connection is open_db's
+
+    conn = open_db(db, writable=False)
     try:
-        return dict(conn.execute("select problem_id, candidate_id from winners"))
+        return dict(conn.execute("select problem_id, candidate_id from winners").fetchall())
     finally:
         conn.close()
 

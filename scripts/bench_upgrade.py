@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -54,7 +53,9 @@ def torch_version(python: str) -> str:
 
 def db_winners(db: Path, torch: str) -> dict[str, str]:
     """problem id -> winning candidate id, for the rows recorded with ``torch``."""
-    conn = sqlite3.connect(db)
+    from inductor_flydsl.db.open import open_db  # every DB connection is open_db's
+
+    conn = open_db(db, writable=False)
     try:
         return dict(conn.execute(
             "select w.problem_id, w.candidate_id from winners w join software s"

@@ -117,11 +117,11 @@ def timing_case(shape: tuple[int, int, int], device: Any, log: Callable[[str], N
     decode shape against the profiler's kernel time."""
     import json
 
-    import sqlite_utils
     import torch
     from torch._inductor.utils import fresh_cache
 
     import inductor_flydsl
+    from inductor_flydsl.db.open import open_db  # every DB connection is open_db's
     from inductor_flydsl.flydsl_backend.ops import direct_call
 
     m, n, k = shape
@@ -134,9 +134,13 @@ def timing_case(shape: tuple[int, int, int], device: Any, log: Callable[[str], N
         torch._dynamo.reset()
         torch.compile(lambda a, b: a @ b.t(), mode="max-autotune")(x, w)
         inductor_flydsl.disable()
-        rows = list(sqlite_utils.Database(db).query(
-            "select r.backend, r.time_ms, r.config, p.spec from results r join problems p"
-            " on p.id = r.problem_id where r.status = 'ok'"))
+        tuning_db = open_db(db, writable=False)
+        try:
+            rows = list(tuning_db.query(
+                "select r.backend, r.time_ms, r.config, p.spec from results r join "
+                "problems p on p.id = r.problem_id where r.status = 'ok'"))
+        finally:
+            tuning_db.close()
     graph_rows = [r for r in rows if json.loads(r["spec"]).get("attrs", {}).get("timing")
                   == "graph"]
     out = torch.empty(m, n, device=device, dtype=torch.bfloat16)

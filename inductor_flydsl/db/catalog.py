@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .open import reading
 from .schema import COMPILE_CATALOG
 from .store import TuningDB
 
@@ -48,13 +49,9 @@ def read_usable_rows(path: str | os.PathLike[str], arch: str,
                      template: str) -> list[dict[str, Any]]:
     """The rows of ``arch`` and ``template`` that compiled and had their main loop found,
     from the catalog file at ``path`` (read-only, never created). Raises ``sqlite3.Error``
-    (``errors.DBError``) when the file cannot be read."""
-    con = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(
+    (``errors.DBError``) when the file cannot be read (or opened as a tuning DB)."""
+    with reading(path) as db:
+        return list(db.query(
             f"SELECT * FROM {TABLE} WHERE arch = ? AND template = ? AND ok = 1 "
-            "AND loop_found = 1", (arch, template)).fetchall()]
-    finally:
-        con.close()
+            "AND loop_found = 1", (arch, template)))
 

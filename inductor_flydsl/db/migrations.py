@@ -127,7 +127,8 @@ def backup_path(path: Path, version: int) -> Path:
 
 def write_backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
     """Copy the DB to ``<name>.v<version>.bak`` unless one exists: the file's own bytes,
-    or, when a WAL holds committed pages, a snapshot through the SQLite backup API."""
+    or, when a WAL holds committed pages, a snapshot written by ``conn`` itself (``VACUUM
+    INTO``: no second connection; every connection is ``open.open_db``'s)."""
     target = backup_path(path, version)
     if target.exists():
         return target
@@ -135,11 +136,7 @@ def write_backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
     wal = path.with_name(path.name + "-wal")
     try:
         if wal.exists() and wal.stat().st_size > 0:
-            out = sqlite3.connect(str(tmp))
-            try:
-                conn.backup(out)
-            finally:
-                out.close()
+            conn.execute("VACUUM INTO ?", (str(tmp),))
         else:
             shutil.copyfile(path, tmp)
         with contextlib.suppress(FileExistsError):

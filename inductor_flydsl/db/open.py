@@ -12,6 +12,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlite_utils
@@ -155,15 +156,21 @@ def _create_new(path: Path) -> None:
 
 
 def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = False,
-            busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite_utils.Database:
+            busy_timeout_ms: int = BUSY_TIMEOUT_MS, create: bool = True,
+            autocommit: bool = False) -> sqlite_utils.Database:
     """Open (and, if writable and missing, create) a tuning DB; raise UnusableDB if bad.
+    Every connection to a DB file the package or its scripts make comes from here
+    (``tests/test_db_boundary.py``).
 
     ``immutable`` (read-only opens of files nobody writes, like the shipped DBs) reads
-    without creating -wal/-shm files next to the DB.
+    without creating -wal/-shm files next to the DB. ``create=False``: a missing file is
+    :class:`UnusableDB` even when writable (``db pack``). ``autocommit``: the connection
+    runs each statement on its own, outside any implicit transaction (``VACUUM`` and
+    ``journal_mode`` switches need it: ``db pack``).
     """
     path = Path(path)
     if not path.exists():
-        if not writable:
+        if not writable or not create:
             raise UnusableDB(f"{path} does not exist")
         try:
             _create_new(path)
@@ -180,6 +187,8 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
                         busy_timeout_ms=busy_timeout_ms)
     except sqlite3.DatabaseError as exc:
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
+    if autocommit:
+        conn.isolation_level = None
     try:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         version = check_schema(db, path)
@@ -202,3 +211,19 @@ def open_db(path: str | os.PathLike[str], *, writable: bool, immutable: bool = F
             raise UnusableDB(str(exc)) from exc
         raise UnusableDB(f"{path} cannot be opened: {exc}") from exc
     return db
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str], *,
+            immutable: bool = False) -> Iterator[sqlite_utils.Database]:
+    """:func:`open_db` read-only (never created) for the block, closed after, for readers
+    that treat a file they cannot open like one they cannot read: :class:`UnusableDB` is
+    raised as ``sqlite3.DatabaseError`` (``errors.DBError``), with its reason."""
+    try:
+        db = open_db(path, writable=False, immutable=immutable)
+    except UnusableDB as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
+    try:
+        yield db
+    finally:
+        db.close()

@@ -6,28 +6,23 @@ reader of a read-only copy needs no -wal/-shm files) and verifies it.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from .migrations import migrate
-from .open import check_file, check_schema
-from .schema import SCHEMA_VERSION
+from .open import open_db
 from .verify import verify_db
 
 
 def pack_db(path: Path) -> list[str]:
-    """Pack ``path`` in place; returns the problems ``db verify`` finds (empty: ok)."""
-    import sqlite_utils
-
-    check_file(path)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    """Pack ``path`` in place; returns the problems ``db verify`` finds (empty: ok).
+    Raises ``open.UnusableDB`` when ``path`` is missing or no tuning DB."""
+    # open_db checks the file and its schema and migrates an older one (a packed file
+    # is always current; the old one kept as .bak)
+    db = open_db(path, writable=True, create=False, autocommit=True,
+                 busy_timeout_ms=30_000)
     try:
-        db = sqlite_utils.Database(conn, execute_plugins=False)
-        if check_schema(db, path) < SCHEMA_VERSION:
-            migrate(db, path)  # a packed file is always current (old one kept as .bak)
-        conn.execute("pragma wal_checkpoint(truncate)")
-        conn.execute("pragma journal_mode=delete")
-        conn.execute("vacuum")
+        db.execute("pragma wal_checkpoint(truncate)")
+        db.execute("pragma journal_mode=delete")
+        db.execute("vacuum")
         return verify_db(db)
     finally:
-        conn.close()
+        db.close()

@@ -10,23 +10,15 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from .open import open_db
+from .open import Database, open_db, reading
 from .schema import PREDICTED_SHORT_LISTS
 
 TABLE = "predicted_short_lists"
 PRIMARY_KEY = PREDICTED_SHORT_LISTS[1]
 
 
-def _connect_immutable(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """A read-only connection to a file nobody writes (a shipped DB): no -wal/-shm."""
-    con = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro&immutable=1", uri=True)
-    con.row_factory = sqlite3.Row
-    return con
-
-
-def _has_table(con: sqlite3.Connection) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                       (TABLE,)).fetchone() is not None
+def _has_table(db: Database) -> bool:
+    return TABLE in db.table_names()
 
 
 def read_list(path: str | os.PathLike[str], problem_id: str,
@@ -34,35 +26,27 @@ def read_list(path: str | os.PathLike[str], problem_id: str,
     """The ``kind = 'predicted'`` rows of ``problem_id`` on ``device``, by rank (rank,
     config, predicted_us, tflops, roofline_share, bound, model_version); empty when the
     file has no such table. Raises ``sqlite3.Error`` (``errors.DBError``) when the file
-    cannot be read."""
-    con = _connect_immutable(path)
-    try:
-        if not _has_table(con):  # a DB without predicted short lists
+    cannot be read (or opened as a tuning DB). Read as a file nobody writes (a shipped
+    DB): no -wal/-shm files."""
+    with reading(path, immutable=True) as db:
+        if not _has_table(db):  # a DB without predicted short lists
             return []
-        return [dict(r) for r in con.execute(
+        return list(db.query(
             f"SELECT rank, config, predicted_us, tflops, roofline_share, bound, "
             f"model_version FROM {TABLE} WHERE problem_id = ? AND device = ? "
-            "AND kind = 'predicted' ORDER BY rank", (problem_id, device)).fetchall()]
-    finally:
-        con.close()
+            "AND kind = 'predicted' ORDER BY rank", (problem_id, device)))
 
 
 def read_all(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every row, by shape, label and rank (empty when the file cannot be read or has no
     such table): for reports."""
     try:
-        con = _connect_immutable(path)
+        with reading(path, immutable=True) as db:
+            if not _has_table(db):
+                return []
+            return list(db.query(f"SELECT * FROM {TABLE} ORDER BY shape, label, rank"))
     except sqlite3.Error:
         return []
-    try:
-        if not _has_table(con):
-            return []
-        return [dict(r) for r in con.execute(
-            f"SELECT * FROM {TABLE} ORDER BY shape, label, rank")]
-    except sqlite3.Error:
-        return []
-    finally:
-        con.close()
 
 
 def write_rows(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]],

@@ -235,3 +235,30 @@ def test_an_undeclared_catalog_column_is_refused(tmp_path: Path) -> None:
             store.write(lambda run_id: [{"arch": "gfx950", "new_metric": 1}])
     finally:
         store.close()
+
+
+def test_a_backup_keeps_what_only_the_wal_holds(tmp_path: Path) -> None:
+    """A version-4 file whose last commit is still in its WAL (another process has it
+    open, nothing checkpointed): the writer's backup is a snapshot with that commit, taken
+    by the writer's own connection (``VACUUM INTO``), at version 4; the file migrates."""
+    db_path = tmp_path / "wal-v4.db"
+    shutil.copy(SHIPPED_V1, db_path)
+    _as_v4(db_path, short_lists=False)
+    other = sqlite3.connect(db_path)  # the other process's connection, kept open
+    try:
+        other.execute("pragma journal_mode=wal")
+        other.execute("pragma wal_autocheckpoint=0")
+        other.execute("insert into meta (key, value) values ('only_in_wal', 'yes')")
+        other.commit()
+        assert db_path.with_name(db_path.name + "-wal").stat().st_size > 0
+        TuningDB.open(db_path, writable=True).close()
+    finally:
+        other.close()
+    backup = backup_path(db_path, 4)
+    assert _version(backup) == 4 and _version(db_path) == SCHEMA_VERSION
+    conn = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        assert conn.execute("select value from meta where key = 'only_in_wal'"
+                            ).fetchone() == ("yes",)
+    finally:
+        conn.close()
