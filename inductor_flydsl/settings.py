@@ -21,15 +21,21 @@ raises). One marked ``internal`` is set by the package for its own child process
 Two approximations trade the rule "the final code uses the kernels plain Inductor would
 pick" for compile time, and are therefore off unless asked for: ``INDUCTOR_FLYDSL_PRIORS``
 (``priors.py``) and ``INDUCTOR_FLYDSL_BUCKETS`` (``buckets.py``).
+
+The package writes environment variables (its own, FlyDSL's, Inductor's) in one place:
+:func:`overridden` sets them for a block and puts back what was there;
+:func:`set_for_process` is its non-scoped form, for a write meant to last (a worker
+process's own set-up, variables its child processes inherit), each call saying why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -372,3 +378,27 @@ def enabled_by_env() -> bool:
     ``INDUCTOR_FLYDSL=0`` (``flydsl_backend/build_client.py``), so it never enables the
     plugin, which would start another build server."""
     return ENABLE.read()
+
+
+def set_for_process(values: Mapping[str, str | None]) -> None:
+    """Set environment variables for the rest of this process and the processes it starts
+    (a value None unsets its name): the non-scoped form of :func:`overridden`, for a write
+    meant to last; the caller says why in a comment."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@contextlib.contextmanager
+def overridden(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Environment variables set for the block (a value None unsets its name), each put
+    back as it was after it, whether the block raises or not. Not a lock: a caller whose
+    other threads read the same names holds its own (``cross_compile.compile_env``)."""
+    saved = {name: os.environ.get(name) for name in values}
+    set_for_process(values)
+    try:
+        yield
+    finally:
+        set_for_process(saved)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..isa.stats import parse_isa
 from ..template_loader import load_template, template_source_hash
 from .toolchain import rocm_path_for_compile
@@ -95,17 +96,8 @@ class CompileResult:
 def compile_env(values: dict[str, str]):
     """FlyDSL's compile settings are process environment variables: set ``values`` for
     one compile, under the one lock every compile of this process takes, then restore."""
-    with _ENV_LOCK:
-        saved = {key: os.environ.get(key) for key in values}
-        os.environ.update(values)
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with _ENV_LOCK, settings.overridden(values):
+        yield
 
 
 @contextlib.contextmanager

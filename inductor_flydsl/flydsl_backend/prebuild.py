@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import settings
+from ..settings import overridden
 from ..timing.noise import cpu_count
 from .cross_compile import CompileResult
 
@@ -103,13 +104,15 @@ def build_config(template_name: str, config: Any, *, arch: str, dtype: str, layo
     the build workers run). ``settings``: :func:`build_settings` of the process that
     asked for the build, made this worker's for it. ``cache`` False: a throwaway build
     (:func:`warm_up_job`)."""
-    if settings is not None:
-        for key in [k for k in os.environ if _is_build_setting(k)]:
-            if key not in settings:
-                del os.environ[key]
-        os.environ.update(settings)
-    return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout, op=op,
-                      cache=cache, epilogue=epilogue)
+    if settings is None:
+        return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout,
+                          op=op, cache=cache, epilogue=epilogue)
+    # the asking process's FlyDSL settings exactly (one it lacks is unset), for this build
+    unset: dict[str, str | None] = {k: None for k in os.environ
+                                    if _is_build_setting(k) and k not in settings}
+    with overridden({**unset, **settings}):
+        return build_here(template_name, config, arch=arch, dtype=dtype, layout=layout,
+                          op=op, cache=cache, epilogue=epilogue)
 
 
 def build_here(template_name: str, config: Any, *, arch: str, dtype: str, layout: str,

@@ -333,14 +333,12 @@ def _tune_together(items: list[SweepItem], db: str, device: str, backends: str |
 BATCH_PREFIX = "SWEEP_BATCH "
 
 
-def _set_busy_note(note: str) -> None:
-    """The runner's busy note for this batch (recorded with its selections), or none."""
+def _busy_note(note: str) -> contextlib.AbstractContextManager[None]:
+    """The runner's busy note for one batch (recorded with its selections), or none, set
+    while the batch is tuned."""
     from ..timing.noise import ENV_BUSY_NOTE
 
-    if note:
-        os.environ[ENV_BUSY_NOTE] = note
-    else:
-        os.environ.pop(ENV_BUSY_NOTE, None)
+    return settings.overridden({ENV_BUSY_NOTE: note or None})
 
 
 def serve(db: str, device: str, backends: str | None) -> int:
@@ -364,6 +362,33 @@ def serve(db: str, device: str, backends: str | None) -> int:
         warm_up_finish()
 
 
+def _tune_batch_or_alone(batch_id: Any, items: list[SweepItem], db: str, device: str,
+                         backends: str | None) -> list[dict[str, Any]]:
+    """One batch's results: tuned together, or, when the batch's compile raises, each item
+    alone in this process."""
+    reset_between_items()
+    try:
+        return tune_batch(items, db, device, backends)
+    except Exception as batch_exc:
+        sys.stderr.write(f"batch {batch_id} failed, retrying its {len(items)} items "
+                         f"one by one:\n{traceback.format_exc()[-2000:]}\n")
+        why = f"tuned alone: its batch's compile failed ({type(batch_exc).__name__}: " \
+              f"{str(batch_exc)[:300]})"
+    results = []
+    for item in items:
+        reset_between_items()
+        try:
+            result = tune(item, db, device, backends)
+            if result.get("status") == "done":
+                result["reason"] = why
+            results.append(result)
+        except Exception as exc:
+            results.append({"item_id": item.item_id, "status": "failed",
+                            "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                            "traceback": traceback.format_exc()[-4000:]})
+    return results
+
+
 def _serve_batches(db: str, device: str, backends: str | None) -> int:
     sys.stdout.write(BATCH_PREFIX + json.dumps({"ready": True}) + "\n")
     sys.stdout.flush()
@@ -372,28 +397,9 @@ def _serve_batches(db: str, device: str, backends: str | None) -> int:
             continue
         request = json.loads(line)
         batch_id = request["batch"]
-        _set_busy_note(request.get("busy") or "")
         items = [SweepItem.from_values(v) for v in request["items"]]
-        reset_between_items()
-        try:
-            results = tune_batch(items, db, device, backends)
-        except Exception as batch_exc:
-            sys.stderr.write(f"batch {batch_id} failed, retrying its {len(items)} items "
-                             f"one by one:\n{traceback.format_exc()[-2000:]}\n")
-            why = f"tuned alone: its batch's compile failed ({type(batch_exc).__name__}: " \
-                  f"{str(batch_exc)[:300]})"
-            results = []
-            for item in items:
-                reset_between_items()
-                try:
-                    result = tune(item, db, device, backends)
-                    if result.get("status") == "done":
-                        result["reason"] = why
-                    results.append(result)
-                except Exception as exc:
-                    results.append({"item_id": item.item_id, "status": "failed",
-                                    "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                                    "traceback": traceback.format_exc()[-4000:]})
+        with _busy_note(request.get("busy") or ""):
+            results = _tune_batch_or_alone(batch_id, items, db, device, backends)
         for result in results:
             _emit({**result, "batch": batch_id})
         sys.stdout.write(BATCH_PREFIX + json.dumps({"batch": batch_id}) + "\n")
@@ -429,15 +435,19 @@ def main(argv: list[str] | None = None) -> int:
     GPU_TIMING = args.timing
     if args.parent_pid is not None:
         _die_with_parent(args.parent_pid)
-    os.environ[settings.SHIPPED.name] = "0"
-    os.environ[settings.BUCKETS.name] = "0"  # measure this M, never reuse its bucket's
-    os.environ[settings.PRIORS.name] = "0"  # measure every candidate, not a short list
-    os.environ.pop(settings.ENABLE.name, None)  # enabled explicitly below, on --db only
-    if args.backends:
-        os.environ["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = args.backends
     own_cache = args.cache_dir is None
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="inductor_flydsl_sweep_")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    # The worker process's own set-up, for its whole life and inherited by the processes
+    # it starts (Inductor's compile workers, the build server): process-wide on purpose.
+    settings.set_for_process({
+        settings.SHIPPED.name: "0",
+        settings.BUCKETS.name: "0",  # measure this M, never reuse its bucket's
+        settings.PRIORS.name: "0",  # measure every candidate, not a short list
+        settings.ENABLE.name: None,  # enabled explicitly below, on --db only
+        **({"TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS": args.backends}
+           if args.backends else {}),
+        "TORCHINDUCTOR_CACHE_DIR": cache_dir,
+    })
     try:
         return _run(args)
     finally:

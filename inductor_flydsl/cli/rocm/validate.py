@@ -77,14 +77,13 @@ import argparse
 import ctypes
 import importlib.util
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...settings import ENV_ENABLE
+from ...settings import ENV_ENABLE, set_for_process
 from . import dense
 from .dense import run_numerics, run_speed
 from .epilogues import EPILOGUE_COLUMNS, epilogue_table_rows, run_epilogues
@@ -186,8 +185,9 @@ def _run_graphs(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, A
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    # Keep the plugin out of the baselines, here and in the compiles' child processes.
-    os.environ[ENV_ENABLE] = "0"
+    # Keep the plugin out of the baselines, here and in the compiles' child processes:
+    # process-wide on purpose (inherited by every child this command starts).
+    set_for_process({ENV_ENABLE: "0"})
     import inductor_flydsl
 
     inductor_flydsl.disable()
