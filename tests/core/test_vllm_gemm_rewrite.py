@@ -184,6 +184,34 @@ def test_static_op_is_a_selection_with_vllms_op_among_the_recorded_choices(plugi
     assert sorted(r["problem"] for r in vllm_op_rows(plugin)) == sorted(problems)
 
 
+def test_where_vllms_op_is_chosen_the_compiled_graph_calls_it(tmp_path: Path) -> None:
+    """vLLM's op picked wherever it is offered, by Inductor's own hook for that (a user's
+    ``InductorChoices.override_best_choice``, under the plugin's layered class): the
+    compiled graph calls it for both GEMMs (its fallback kernel over views of the
+    selection's buffers) and the DB's winners are vLLM's op."""
+    from torch._inductor.choices import InductorChoices
+
+    class PreferVllm(InductorChoices):
+        def override_best_choice(self, best_choice, timings):
+            vllm = [c for c in timings if c.name == "vllm_rocm_unquantized_gemm"]
+            return vllm[0] if vllm else best_choice
+
+    db = tmp_path / "t.db"
+    torch._dynamo.reset()
+    try:
+        with config.patch(inductor_choices_class=PreferVllm):
+            inductor_flydsl.enable(db, "readwrite")
+            args = _operands()
+            got, calls = _compile(linear_block, *args)
+    finally:
+        inductor_flydsl.disable()
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, linear_block(*args))
+    assert calls == 2
+    winners = [r for r in _rows(db) if r["is_winner"]]
+    assert len(winners) == 2 and {r["backend"] for r in winners} == {"vllm"}, winners
+
+
 def test_a_3d_activation_is_rewritten_through_views(plugin: Path) -> None:
     x, w1, b1, _ = _operands()
     x3 = x.view(2, 4, 32)
