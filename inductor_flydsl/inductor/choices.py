@@ -5,7 +5,8 @@ a process without it, and the reverse.
 ``uuid()`` names the plugin version and the template sources; it never hashes the tuning
 DB, which compiles write to (the key would change on every compile). A user's own
 ``inductor_choices_class`` is kept: the plugin's class is layered over it, and both uuids
-enter the key.
+enter the key (a user's factory function: each instance it makes is layered, a declared
+patch done by ``patches.swap_class``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 from ..provenance.software import template_version
 from ..version import __version__
-from . import compile_end, internals
+from . import compile_end, internals, patches
+
+SWAPPED = "InductorChoices"  # an instance's class: a declared patch (internals.PATCHES)
 
 
 class PluginChoices(internals.InductorChoices):
@@ -43,7 +46,7 @@ def plugin_choices_factory(previous: Callable[[], Any] | None) -> Callable[[], A
         instance = previous()
         if isinstance(instance, internals.InductorChoices) and \
                 not isinstance(instance, PluginChoices):
-            instance.__class__ = _layered_over(type(instance))
+            patches.swap_class(SWAPPED, instance, _layered_over(type(instance)))
         return instance
 
     return factory

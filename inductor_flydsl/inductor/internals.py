@@ -21,7 +21,8 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
 - internals, for want of an extension point: the selector's class
   (``AlgorithmSelectorCache``): no hook hands Inductor timings in place of benchmarking, or
   tells a saver which choice Inductor then made, so the plugin extends the class and swaps
-  it on Inductor's selector object (``swap_selector_class``). The lookup-table choices
+  it on Inductor's selector object (``selector_class_over``, a declared patch of the
+  object's class). The lookup-table choices
   class (``torch/_inductor/lookup_table``) is the documented place for a database source,
   but it narrows the choices to the table's configs instead of serving timings, which is
   what made the served kernel differ from Inductor's own pick (issue 26), so it is not
@@ -31,8 +32,13 @@ Which of these are extension points and which are internals (torch 2.13 and 2.14
   on), two functions of the sweep worker's CPU set-up (``sweep/warm_up.py``, until its
   end) and the function that makes Inductor's selector object (``selector_hooks.py``,
   until Inductor first calls it: the plugin never makes the object, which asks the
-  GPU). Each is declared in :data:`PATCHES` and installed and put back only through the
-  sibling ``patches.py``; :func:`problems` checks the declared attributes too.
+  GPU). Two objects' classes are swapped for a class layered over theirs: Inductor's
+  selector object (above) and an ``InductorChoices`` a user's factory makes
+  (``choices.py``). One attribute of a client library is wrapped: vLLM's
+  ``VllmBackend.configure_post_pass`` (``vllm_passes.py``; :data:`CLIENT_OWNERS`). Each is
+  declared in :data:`PATCHES` and installed and put back only through the sibling
+  ``patches.py``; :func:`problems` checks the declared attributes of torch too,
+  :func:`client_problems` those of a client library where it is installed.
 
 One IR class is subclassed: ``ExternKernelOut``, so a FlyDSL call's code generation also
 imports the plugin's op namespace into the generated module (``flydsl_backend/direct.py``;
@@ -45,6 +51,7 @@ the CPU vector-ISA module (apart from the patches above), the code caches.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import typing
 from dataclasses import dataclass
@@ -234,25 +241,59 @@ INTERNALS: tuple[Internal, ...] = (
 )
 
 
+# Classes of client libraries the plugin patches (not torch's): resolved only where the
+# library is installed, by the code that patches them (never by problems(), so enable()
+# imports none of them); checked by client_problems(), which skips an absent library.
+CLIENT_OWNERS: tuple[Internal, ...] = (
+    Internal("VllmBackend", "vllm.compilation.backends", "VllmBackend",
+             "configure_post_pass wrapped: the plugin's post-grad pass joins vLLM's compile "
+             "(vllm_passes.py; read in vLLM 0.32)",
+             members=("configure_post_pass",)),
+)
+
+ATTRIBUTE = "attribute"  # Patch.kind: the owner's attribute replaced (patches.apply)
+# Patch.kind: an instance of the owner class made an instance of a class layered over its
+# own (the instance keeps its state; patches.swap_class)
+INSTANCE_CLASS = "class of an instance"
+
+
 @dataclass(frozen=True)
 class Patch:
     """``internals.<owner>.<attr>`` replaced for a while by ``by`` (``patches.py`` applies
-    and restores it)."""
+    and restores it); ``kind`` :data:`INSTANCE_CLASS`: ``attr`` is ``__class__`` of an
+    instance of the owner class (``patches.swap_class`` / ``restore_class``)."""
 
-    owner: str  # an INTERNALS entry: a class, an object or a module of torch
+    owner: str  # an INTERNALS entry (a class, an object or a module of torch) or a
+    # CLIENT_OWNERS one (a client library's class)
     attr: str
     by: str  # the package's module that installs it
     use: str  # what the replacement does
     until: str  # when the original is put back
+    kind: str = ATTRIBUTE
 
 
 FUSION_REPLAY = "inductor.fusion_replay"
 SELECTOR_HOOKS = "inductor.selector_hooks"
 TRITON_STREAM = "inductor.triton_stream"
 WARM_UP = "sweep.warm_up"
+CHOICES = "inductor.choices"
+VLLM_PASSES = "inductor.vllm_passes"
 _WHILE_ON = "inductor_flydsl.disable()"
 _WARM_UP_END = "the warm-up's end (warm_up.finish)"
 PATCHES: tuple[Patch, ...] = (
+    Patch("AlgorithmSelectorCache", "__class__", SELECTOR_HOOKS,
+          "Inductor's selector object becomes a PluginSelector (a user's subclass of the "
+          "selector stays under it): serves recorded timings and sees Inductor's choice "
+          "(no extension point does)", _WHILE_ON, kind=INSTANCE_CLASS),
+    Patch("InductorChoices", "__class__", CHOICES,
+          "an InductorChoices made by a user's inductor_choices_class factory is layered "
+          "under the plugin's class (its uuid() in the FX-graph-cache key)",
+          "the instance's life (one compile's); inductor_flydsl.disable() puts the user's "
+          "factory back, whose later instances keep their class", kind=INSTANCE_CLASS),
+    Patch("VllmBackend", "configure_post_pass", VLLM_PASSES,
+          "joins the plugin's post-grad pass to vLLM's per-compile config after vLLM "
+          "configured its own (does nothing while the plugin is off)",
+          "the process's end (vLLM registers its plugins once per process)"),
     Patch("Scheduler", "speedup_by_fusion", FUSION_REPLAY,
           "replays a deferred GEMM's epilogue-fusion decision from recorded timings, or "
           "captures Inductor's benchmark of it", _WHILE_ON),
@@ -291,7 +332,8 @@ CONFIG_KEYS: tuple[str, ...] = (
     "cpp.simdlen", "cpp_cache_precompile_headers", "triton.cudagraphs",
 )
 
-_BY_NAME = {entry.name: entry for entry in INTERNALS}
+_BY_NAME = {entry.name: entry for entry in (*INTERNALS, *CLIENT_OWNERS)}
+_CLIENTS = frozenset(entry.name for entry in CLIENT_OWNERS)
 _resolved: dict[str, Any] = {}
 
 
@@ -535,20 +577,45 @@ def _check_call_shapes() -> list[str]:
     return found
 
 
+def _check_patch(patch: Patch) -> list[str]:
+    entry = _BY_NAME[patch.owner]
+    try:
+        target = resolve(entry)
+    except (ImportError, AttributeError) as exc:
+        return [f"{entry.module}.{entry.attr} is gone ({exc}); patched for: {patch.use}"]
+    if patch.kind == INSTANCE_CLASS:
+        return [] if isinstance(target, type) else [
+            f"{entry.module}.{entry.attr} is no longer a class; its instances are "
+            f"layered for: {patch.use}"]
+    if not callable(getattr(target, patch.attr, None)):
+        return [f"{entry.module}.{entry.attr}.{patch.attr} is gone; patched for: "
+                f"{patch.use}"]
+    return []
+
+
 def _check_patches() -> list[str]:
-    """Each declared patch whose attribute the installed torch no longer has."""
-    found = []
-    for patch in PATCHES:
-        entry = _BY_NAME[patch.owner]
-        try:
-            target = resolve(entry)
-        except (ImportError, AttributeError) as exc:
-            found.append(f"{entry.module}.{entry.attr} is gone ({exc}); patched for: "
-                         f"{patch.use}")
-            continue
-        if not callable(getattr(target, patch.attr, None)):
-            found.append(f"{entry.module}.{entry.attr}.{patch.attr} is gone; patched for: "
-                         f"{patch.use}")
+    """Each declared patch of torch whose attribute the installed torch no longer has
+    (a client library's: :func:`client_problems`)."""
+    return [line for patch in PATCHES if patch.owner not in _CLIENTS
+            for line in _check_patch(patch)]
+
+
+def client_installed(name: str) -> bool:
+    """Whether the library of the :data:`CLIENT_OWNERS` entry ``name`` is installed
+    (looked up, not imported)."""
+    return importlib.util.find_spec(_BY_NAME[name].module.split(".")[0]) is not None
+
+
+def client_problems() -> list[str]:
+    """What no longer holds of the client libraries' classes the plugin patches and of
+    those patches, for each library installed (an absent one is skipped: nothing of it
+    is patched); imports them."""
+    found: list[str] = []
+    for entry in CLIENT_OWNERS:
+        if client_installed(entry.name):
+            found += _check(entry)
+            found += [line for patch in PATCHES if patch.owner == entry.name
+                      for line in _check_patch(patch)]
     return found
 
 
@@ -570,17 +637,10 @@ def problems() -> list[str]:
             + _check_timing_shapes() + _check_patches())
 
 
-def swap_selector_class(cache: Any, plugin_class: type) -> type:
-    """Makes Inductor's selector object an instance of ``plugin_class`` (its state, savers
-    and preprocessing functions stay); a user's subclass of the selector stays under it.
-    Returns the class it had."""
-    original = type(cache)
+def selector_class_over(original: type, plugin_class: type) -> type:
+    """The class Inductor's selector object of class ``original`` is given
+    (``patches.swap_class``, a declared patch): ``plugin_class``, with a user's subclass of
+    the selector under it."""
     base = resolve(_BY_NAME["AlgorithmSelectorCache"])
-    cache.__class__ = plugin_class if original is base else \
+    return plugin_class if original is base else \
         type(plugin_class.__name__, (plugin_class, original), {})
-    return original
-
-
-def restore_selector_class(cache: Any, original: type) -> None:
-    """Undoes :func:`swap_selector_class`: ``cache`` is an instance of ``original`` again."""
-    cache.__class__ = original

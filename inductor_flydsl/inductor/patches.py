@@ -1,20 +1,25 @@
-"""Replacing a torch attribute for a while, and putting it back: the only way the plugin
-does it.
+"""Replacing an attribute of torch or of a client library for a while, and putting it
+back: the only way the plugin does it.
 
 No extension point offers what these do, so the plugin puts its own function in place of
 one of Inductor's for a while: the methods of the deferred epilogue-fusion decision
 (``fusion_replay.py``, while the plugin is on: :func:`inductor_flydsl.disable` puts them
 back), the persistent sweep worker's CPU set-up (``sweep/warm_up.py``, until the
 warm-up's end, ``warm_up.finish``) and the function that makes Inductor's selector object
-(``selector_hooks.py``, until Inductor first calls it). Each is declared in
-``internals.PATCHES`` (what it replaces, who installs it, why, until when), which
-``internals.problems()`` checks per torch release. :func:`apply` refuses anything not
-declared there, remembers the original and hands it back; :func:`restore` puts it back.
+(``selector_hooks.py``, until Inductor first calls it); and vLLM's
+``VllmBackend.configure_post_pass`` (``vllm_passes.py``, for the process's life). Each is
+declared in ``internals.PATCHES`` (what it replaces, who installs it, why, until when),
+which ``internals.problems()`` checks per torch release (``client_problems()`` for a
+client library, where installed). :func:`apply` refuses anything not declared there,
+remembers the original and hands it back; :func:`restore` puts it back.
 
-The selector's class swap (``internals.swap_selector_class``) changes one object's class,
-not an attribute, and is undone by ``disable()`` too. Nothing is added to ``torch``:
-generated code reaches the plugin's ops through the package's own module, which it
-imports itself (``flydsl_backend/direct.py``).
+Two objects' classes are swapped for a class layered over theirs (the object keeps its
+state and everything its class did): Inductor's selector object (``selector_hooks.py``,
+until ``disable()``) and an ``InductorChoices`` a user's factory makes (``choices.py``,
+for that instance's life). Declared in ``internals.PATCHES`` too (kind
+``INSTANCE_CLASS``), done by :func:`swap_class` and undone by :func:`restore_class`.
+Nothing is added to ``torch``: generated code reaches the plugin's ops through the
+package's own module, which it imports itself (``flydsl_backend/direct.py``).
 """
 
 from __future__ import annotations
@@ -44,12 +49,38 @@ _applied: dict[tuple[str, str], _Applied] = {}
 _originals: dict[tuple[str, str], Any] = {}
 
 
-def declared(owner: str, attr: str) -> internals.Patch:
+def declared(owner: str, attr: str, kind: str = internals.ATTRIBUTE) -> internals.Patch:
     try:
-        return _DECLARED[(owner, attr)]
+        patch = _DECLARED[(owner, attr)]
     except KeyError:
         raise ValueError(f"{owner}.{attr} is not a declared patch: add it to "
                          "inductor/internals.py's PATCHES") from None
+    if patch.kind != kind:
+        raise ValueError(f"{owner}.{attr} is declared as a patch of kind {patch.kind!r}, "
+                         f"not {kind!r}")
+    return patch
+
+
+def swap_class(owner: str, instance: Any, new_class: type) -> type:
+    """Make ``instance`` (of the declared owner class) an instance of ``new_class``, a
+    class layered over its own (a subclass of it: the instance keeps its state and what
+    its class did); returns the class it had, for :func:`restore_class`."""
+    declared(owner, "__class__", internals.INSTANCE_CLASS)
+    if not isinstance(instance, getattr(internals, owner)):
+        raise TypeError(f"{type(instance).__name__} is not a {owner}")
+    original = type(instance)
+    if not issubclass(new_class, original):
+        raise TypeError(f"{new_class.__name__} is not layered over {original.__name__}")
+    instance.__class__ = new_class
+    return original
+
+
+def restore_class(owner: str, instance: Any, original: type) -> None:
+    """Undo :func:`swap_class`: ``instance`` is an instance of ``original`` again."""
+    declared(owner, "__class__", internals.INSTANCE_CLASS)
+    if not isinstance(instance, original):
+        raise TypeError(f"{type(instance).__name__} is not layered over {original.__name__}")
+    instance.__class__ = original
 
 
 def _own_value(target: Any, attr: str) -> tuple[bool, Any]:

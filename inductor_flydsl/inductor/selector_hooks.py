@@ -1,5 +1,6 @@
 """The plugin on Inductor's selector object (``AlgorithmSelectorCache``): its class swapped
-for :class:`.selector.PluginSelector`, the preprocessing function and the feedback saver
+for :class:`.selector.PluginSelector` (a declared patch, ``patches.swap_class``), the
+preprocessing function and the feedback saver
 registered (these two stay once registered, doing nothing while the plugin is off).
 
 Inductor makes that object at its first GEMM selection, and making it asks the GPU
@@ -24,6 +25,7 @@ from .recording import save_feedback
 from .selector import PluginSelector
 
 OWNER, ATTR = "select_algorithm", "get_algorithm_selector_cache"
+SELECTOR = "AlgorithmSelectorCache"  # its object's class: a declared patch too
 _lock = threading.RLock()
 _original_class: type | None = None
 
@@ -47,7 +49,7 @@ def detach() -> None:
     cache = internals.selector_object()
     with _lock:
         if isinstance(cache, PluginSelector) and _original_class is not None:
-            internals.restore_selector_class(cache, _original_class)
+            patches.restore_class(SELECTOR, cache, _original_class)
 
 
 def _selector_made_by_inductor() -> Any:
@@ -67,7 +69,8 @@ def _change(cache: Any) -> None:
     global _original_class
     with _lock:
         if not isinstance(cache, PluginSelector):
-            _original_class = internals.swap_selector_class(cache, PluginSelector)
+            _original_class = patches.swap_class(
+                SELECTOR, cache, internals.selector_class_over(type(cache), PluginSelector))
         # Checked each time: Inductor's clear_preprocessing_fns()/clear_feedback_savers()
         # may have dropped them since.
         if preprocess_choices not in cache.preprocessing_fns:

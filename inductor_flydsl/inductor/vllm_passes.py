@@ -13,7 +13,8 @@ its preprocessing and feedback functions, ``_post_fusion_custom_pass``), so DB r
 and serving work there as in a plain compile.
 
 How the pass joins: vLLM's ``vllm.general_plugins`` entry point (``pyproject.toml``) calls
-:func:`register` in every vLLM process; it wraps ``VllmBackend.configure_post_pass`` so
+:func:`register` in every vLLM process; it wraps ``VllmBackend.configure_post_pass`` (a
+declared patch of a client library: ``internals.PATCHES``, applied by ``patches.py``) so
 that, after vLLM has configured its pass manager, :func:`join` makes the per-compile
 ``post_grad_custom_post_pass`` the list ``[vLLM's PostGradPassManager, the plugin's
 pass]``, which Inductor runs in that order (a list is one of the forms it accepts) and
@@ -40,13 +41,14 @@ import logging
 from typing import Any
 
 from ..telemetry.user_warnings import warn_once
-from . import plugin_state, user_passes
+from . import patches, plugin_state, user_passes
 from .epilogue_pass import EpilogueFusionPass
 
 log = logging.getLogger("inductor_flydsl")
 
 PASS_KEY = "post_grad_custom_post_pass"  # vLLM's platform pass_key on CUDA, ROCm and CPU
 _WRAPPED = "_inductor_flydsl_wrapped"
+OWNER = "VllmBackend"  # internals.CLIENT_OWNERS
 
 
 def plugin_pass(captures_graphs: bool = False) -> EpilogueFusionPass:
@@ -114,5 +116,11 @@ def register() -> None:
                   "configure_post_pass; FlyDSL fused epilogues are off under vLLM, the "
                   "tuning DB works")
         return
-    if not getattr(method, _WRAPPED, False):
-        VllmBackend.configure_post_pass = _joining(method)
+    if getattr(method, _WRAPPED, False):
+        return
+    # a declared patch of a client library (internals.PATCHES, CLIENT_OWNERS), for the
+    # process's life; None: vLLM's class inherits the method (nothing is patched then)
+    if patches.apply(OWNER, "configure_post_pass", _joining(method)) is None:
+        warn_once("vllm:register", "inductor_flydsl: this vLLM's VllmBackend does not "
+                  "define configure_post_pass itself; FlyDSL fused epilogues are off under "
+                  "vLLM, the tuning DB works")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor import internals
+from inductor_flydsl.inductor import internals, patches
 
 
 def test_every_internal_the_plugin_relies_on_holds_in_this_torch() -> None:
@@ -82,12 +82,16 @@ def test_swapping_the_selector_keeps_a_user_subclass(monkeypatch: pytest.MonkeyP
     class Plugin(base):  # type: ignore[misc, valid-type]
         pass
 
+    def swap(cache):  # as selector_hooks does it: a declared patch of the object's class
+        return patches.swap_class("AlgorithmSelectorCache", cache,
+                                  internals.selector_class_over(type(cache), Plugin))
+
     plain, users = base(), UsersSelector()
-    assert internals.swap_selector_class(plain, Plugin) is base
+    assert swap(plain) is base
     assert type(plain) is Plugin
-    assert internals.swap_selector_class(users, Plugin) is UsersSelector
+    assert swap(users) is UsersSelector
     assert isinstance(users, Plugin) and isinstance(users, UsersSelector)
-    internals.restore_selector_class(users, UsersSelector)
+    patches.restore_class("AlgorithmSelectorCache", users, UsersSelector)
     assert type(users) is UsersSelector
 
 
