@@ -9,9 +9,10 @@ slower vLLM's hand-written dispatch is there (``vllm / winner``: 1.0 where it wo
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is the [report] extra: imported where a table is made
+    import pandas as pd
 
 VLLM_BACKEND = "vllm"
 COLUMNS = ["device", "problem", "vllm_ms", "winner_backend", "winner", "winner_ms",
@@ -20,6 +21,8 @@ COLUMNS = ["device", "problem", "vllm_ms", "winner_backend", "winner", "winner_m
 
 def vllm_op_table(problems: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
     """One row per problem with a winner and an ok result of vLLM's op."""
+    import pandas as pd
+
     if problems.empty or results.empty:
         return pd.DataFrame(columns=COLUMNS)
     ours = results[(results["backend"] == VLLM_BACKEND) & (results["status"] == "ok")

@@ -134,5 +134,6 @@ class EpilogueFusionPass(internals.CustomInferenceAwareGraphPass):
         if inner is None:
             return None
         graphs = ("client_captures_graphs",) if self.client_captures_graphs else ()
-        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(), inner,
-                "vllm_gemms=1", *graphs)
+        # "vllm_gemms": the pass also lowers vLLM's GEMM ops (vllm_gemm_rewrite.py)
+        return ("inductor_flydsl.EpilogueFusionPass", __version__, template_version(),
+                "vllm_gemms=1", inner, *graphs)

@@ -49,6 +49,7 @@ def test_block_scaled_candidates_are_validated_and_recorded_beside_vllms_op(
     # N = 96: three 32-row scale blocks, the last tile partly past N for tile_n = 64
     args = mxfp8_operands(m=16, n=96, k=256)
     with offered_through_runtime(monkeypatch, tmp_path) as (db, runner, hip):
+        before = inductor_flydsl.stats().as_dict()  # the process's counters: count ours
         with fresh_cache():
             torch._dynamo.reset()
             got = torch.compile(cloned_mxfp8_linear, mode="max-autotune",
@@ -56,9 +57,10 @@ def test_block_scaled_candidates_are_validated_and_recorded_beside_vllms_op(
         emulation = runner.runtime.emulation
         assert emulation.errors == [] and emulation.runs >= 2
         assert hip.launch_count() == emulation.runs
-        stats = inductor_flydsl.stats().as_dict()
+        after = inductor_flydsl.stats().as_dict()
     torch.testing.assert_close(got, mxfp8_linear(*args), rtol=2e-2, atol=2e-2)
-    assert stats["errors"] == 0 and stats["recorded"] == 1, stats
+    gained = {k: after[k] - before[k] for k in ("errors", "recorded")}
+    assert gained == {"errors": 0, "recorded": 1}, gained
     rows = export_rows(open_db(db, writable=False))
     assert {r["summary"] for r in rows} == {
         "scaled_mm float8_e4m3fn 16x96x256 nt scale_b=32x32 out_dtype=bfloat16"}, rows
