@@ -9,6 +9,7 @@ slower vLLM's hand-written dispatch is there (``vllm / winner``: 1.0 where it wo
 from __future__ import annotations
 
 import math
+import statistics
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is the [report] extra: imported where a table is made
@@ -46,7 +47,7 @@ def vllm_op_summary(table: pd.DataFrame) -> dict[str, Any]:
     if table.empty:
         return {"problems": 0, "vllm_wins": 0, "geomean_vllm_over_winner": None}
     ratios = [v for v in table["vllm_over_winner"] if math.isfinite(v) and v > 0]
-    geo = math.exp(sum(math.log(v) for v in ratios) / len(ratios)) if ratios else None
+    geo = statistics.geometric_mean(ratios) if ratios else None
     return {"problems": len(table),
             "vllm_wins": int((table["winner_backend"] == VLLM_BACKEND).sum()),
             "geomean_vllm_over_winner": geo}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..problems.mx_scales import block_scale_rows, is_block_scaled
 from ..problems.problem import Problem, TensorSpec
 from ..template_loader import load_template
 
@@ -56,7 +57,8 @@ def logical_k(a: TensorSpec) -> int:
 def is_block32_scale(scale: TensorSpec, n: int, blocks: int) -> bool:
     """B's scales are one per 32x32 block of an (N, K) weight: ``(ceil(N/32), K/32)``
     (and not also one per row: N > 1)."""
-    return n > 1 and tuple(scale.size) == (-(-n // BLOCK), blocks)
+    return len(scale.size) == 2 and is_block_scaled(scale.size[0], n) and \
+        scale.size[1] == blocks
 
 
 def mx_layout(problem: Problem) -> str:
@@ -156,7 +158,7 @@ def mx_problem_reasons(problem: Problem, *, arch: str | None = None,
     blocks = k // BLOCK
     reasons += _scale_reasons("scale_a", sa, m, blocks)
     if is_block32_scale(sb, n, blocks):  # per 32x32 block: the nt_b32 layout
-        reasons += _scale_reasons("scale_b", sb, -(-n // BLOCK), blocks)
+        reasons += _scale_reasons("scale_b", sb, block_scale_rows(n), blocks)
         served = getattr(tpl, "LAYOUT_DTYPES", {}).get("nt_b32", ())
         dtype = f"{FORMATS[a.dtype]}x{FORMATS[b.dtype]}_" \
             f"{OUT_DTYPES.get(problem.output.dtype, problem.output.dtype)}"
@@ -249,7 +251,7 @@ def synthetic_mx_problem(m: int, n: int, k: int, *, formats: tuple[str, str],
             return TensorSpec(SCALE_DTYPE, (count,), (1,))
         return TensorSpec(SCALE_DTYPE, (rows, blocks), (blocks, 1))
 
-    inputs = [a, b, scale(m), scale(-(-n // BLOCK) if block_scaled_weight else n)]
+    inputs = [a, b, scale(m), scale(block_scale_rows(n) if block_scaled_weight else n)]
     if bias:
         inputs.append(TensorSpec(out_dtype, (n,), (1,)))
     output = TensorSpec(out_dtype, (m, n), (n, 1))

@@ -43,6 +43,7 @@ MXFP8 = "vllm::rocm_mxfp8_block32_gemm"
 MX_SELECTION = "scaled_mm"  # torch's MX GEMM's selection name: the MX template serves it
 _SELECTIONS = {"mm", "addmm"}  # what a rewritten unquantized GEMM is lowered as
 _CHOICE_NAME = "inductor_flydsl_vllm_rocm_unquantized_gemm"
+_MXFP8_CHOICE = "inductor_flydsl_vllm_rocm_mxfp8_block32_gemm"
 
 
 def _unquantized_op() -> Any:
@@ -93,13 +94,14 @@ def _unquantized_node(*nodes: Any) -> Any:
     return internals.FallbackKernel.create(torch.ops.aten.addmm.default, bias, x, weight_t)
 
 
-def _unquantized_choice() -> Any:
-    found = internals.ExternKernelChoice.lookup(_CHOICE_NAME)
+def _extern_choice(name: str, call: Any, lowered: Any) -> Any:
+    """The process's extern choice ``name`` (Inductor keeps one per name): ``call`` is
+    benchmarked, ``lowered`` makes the IR node when it wins."""
+    found = internals.ExternKernelChoice.lookup(name)
     if found is not None:
         return found
-    return internals.ExternKernelChoice(call_unquantized, name=_CHOICE_NAME,
-                                        has_out_variant=False,
-                                        kernel_creator=_unquantized_node)
+    return internals.ExternKernelChoice(call, name=name, has_out_variant=False,
+                                        kernel_creator=lowered)
 
 
 def _mxfp8_op() -> Any:
@@ -125,15 +127,6 @@ def _mxfp8_node(x: Any, weight_t: Any, x_scale: Any, weight_scale: Any, *,
                                            out_dtype)
 
 
-def _mxfp8_choice() -> Any:
-    name = "inductor_flydsl_vllm_rocm_mxfp8_block32_gemm"
-    found = internals.ExternKernelChoice.lookup(name)
-    if found is not None:
-        return found
-    return internals.ExternKernelChoice(call_mxfp8, name=name, has_out_variant=False,
-                                        kernel_creator=_mxfp8_node)
-
-
 def lower_mxfp8_block32(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
                         out_dtype: torch.dtype) -> Any:
     """The lowering of ``inductor_flydsl::vllm_mxfp8_block32_gemm``: one ``scaled_mm``
@@ -149,8 +142,8 @@ def lower_mxfp8_block32(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
         inputs = list(internals.realize_inputs(x, weight_t, *scales))
         m, n = x.get_size()[0], weight.get_size()[0]
         layout = internals.FixedLayout(x.get_device(), out_dtype, [m, n])
-        choice = VllmOpCaller(MXFP8, _mxfp8_choice(), inputs, layout,
-                              {"out_dtype": out_dtype})
+        choice = VllmOpCaller(MXFP8, _extern_choice(_MXFP8_CHOICE, call_mxfp8, _mxfp8_node),
+                              inputs, layout, {"out_dtype": out_dtype})
         node, _ = internals.autotune_select_algorithm(MX_SELECTION, [choice], inputs, layout,
                                                       return_multi_template=False)
         return node
@@ -192,7 +185,8 @@ class VllmOpChoiceProvider:
                  choices: Sequence[Any]) -> list[Any]:
         if name not in _SELECTIONS or marked_op() != UNQUANTIZED:
             return []
-        return [VllmOpCaller(UNQUANTIZED, _unquantized_choice(), input_nodes, layout)]
+        choice = _extern_choice(_CHOICE_NAME, call_unquantized, _unquantized_node)
+        return [VllmOpCaller(UNQUANTIZED, choice, input_nodes, layout)]
 
     def fuses_epilogues(self, device: Any) -> bool:
         return False

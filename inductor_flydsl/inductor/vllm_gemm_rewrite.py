@@ -42,6 +42,9 @@ from typing import Any
 
 import torch
 
+from ..problems.mx_scales import block_scale_rows
+from .vllm_ops import mxfp8_block32_op
+
 log = logging.getLogger("inductor_flydsl")
 
 aten = torch.ops.aten
@@ -60,6 +63,9 @@ class LoweredOp:
 
     name: str  # "vllm::rocm_unquantized_gemm"
     rewrite: Callable[[torch.fx.Graph, torch.fx.Node], str | None]
+
+
+SYMBOLIC = "a symbolic shape (vLLM's general shape): vLLM's op dispatches on M"
 
 
 def _val(node: Any) -> Any:
@@ -86,7 +92,7 @@ def unquantized_reasons(x: Any, weight: Any, bias: Any) -> list[str]:
     to vLLM (empty: it is rewritten)."""
     reasons = []
     if not _static(x) or not _static(weight) or (bias is not None and not _static(bias)):
-        return ["a symbolic shape (vLLM's general shape): vLLM's op dispatches on M"]
+        return [SYMBOLIC]
     if weight.dim() != 2 or x.dim() < 2 or x.shape[-1] != weight.shape[1]:
         reasons.append(f"shapes x {tuple(x.shape)}, weight {tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
@@ -136,7 +142,7 @@ def mxfp8_reasons(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
                   out_dtype: Any) -> list[str]:
     """Why a ``rocm_mxfp8_block32_gemm`` with these example values is left to vLLM."""
     if not all(_static(t) for t in (x, x_scale, weight, weight_scale)):
-        return ["a symbolic shape (vLLM's general shape): vLLM's op dispatches on M"]
+        return [SYMBOLIC]
     reasons = []
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         return [f"shapes x {tuple(x.shape)}, weight {tuple(weight.shape)}"]
@@ -145,8 +151,8 @@ def mxfp8_reasons(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
     (m, k), n = x.shape, weight.shape[0]
     if k % 32:
         reasons.append(f"K={k} is not a multiple of 32")
-    for name, scale, rows in (("x_scale", x_scale, m), ("weight_scale", weight_scale,
-                                                         -(-n // 32))):
+    for name, scale, rows in (("x_scale", x_scale, m),
+                              ("weight_scale", weight_scale, block_scale_rows(n))):
         if scale.dtype not in E8M0_DTYPES or tuple(scale.shape) != (rows, k // 32):
             reasons.append(f"{name} is {scale.dtype} {tuple(scale.shape)}, not E8M0 bytes "
                            f"({rows}, {k // 32})")
@@ -158,8 +164,6 @@ def mxfp8_reasons(x: Any, x_scale: Any, weight: Any, weight_scale: Any,
 
 
 def _rewrite_mxfp8(graph: torch.fx.Graph, node: torch.fx.Node) -> str | None:
-    from .vllm_ops import mxfp8_block32_op
-
     args = [*node.args, *[None] * 5][:5]
     names = ("x", "x_scale", "weight", "weight_scale", "out_dtype")
     args = [node.kwargs.get(name, arg) for name, arg in zip(names, args, strict=True)]
@@ -189,24 +193,17 @@ def op_name(node: torch.fx.Node) -> str:
     return str(schema.name) if schema is not None else ""
 
 
-@dataclass
-class RewriteReport:
-    rewritten: dict[str, int]
-    left: dict[str, list[str]]  # op -> why each node left was left
-
-
-def rewrite_vllm_gemms(graph: torch.fx.Graph, *, autotunes_gemms: bool) -> RewriteReport:
+def rewrite_vllm_gemms(graph: torch.fx.Graph, *, autotunes_gemms: bool) -> int:
     """Rewrite every static vLLM GEMM op node of ``graph`` into Inductor's ATen GEMM
     (module docstring). ``autotunes_gemms``: the compile autotunes GEMMs (max-autotune);
-    without it nothing is rewritten."""
-    report = RewriteReport({}, {})
+    without it nothing is rewritten. Returns how many nodes were rewritten; why each
+    other one was left goes to the debug log."""
+    rewritten = 0
     for node in [n for n in graph.nodes if op_name(n) in LOWERED_OPS]:
-        name = op_name(node)
-        why = LOWERED_OPS[name].rewrite(graph, node) if autotunes_gemms else \
+        why = LOWERED_OPS[op_name(node)].rewrite(graph, node) if autotunes_gemms else \
             "the compile does not autotune GEMMs (max_autotune off)"
         if why is None:
-            report.rewritten[name] = report.rewritten.get(name, 0) + 1
+            rewritten += 1
         else:
-            report.left.setdefault(name, []).append(why)
             log.debug("inductor_flydsl: %s left to vLLM: %s", node.name, why)
-    return report
+    return rewritten

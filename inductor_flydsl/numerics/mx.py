@@ -25,12 +25,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..problems.mx_scales import BLOCK_ROWS, is_block_scaled
 from .fp import MX_FORMATS, e8m0_to_f64
 from .tolerances import check_close
 
 BLOCK = 32
 # rows of B sharing one scale row, per layout of the MX template
-B_SCALE_ROWS = {"nt": 1, "nt_b32": 32}
+B_SCALE_ROWS = {"nt": 1, "nt_b32": BLOCK_ROWS}
 FORMAT_CODES = {"float8_e4m3fn": 0, "float8_e5m2": 1, "float4_e2m1fn_x2": 4}
 
 
@@ -56,8 +57,8 @@ def element_values(tensor: torch.Tensor) -> torch.Tensor:
 def scale_b_layout(n: int, scale_b: torch.Tensor) -> str:
     """The MX layout of B's scales for an (N, K) weight: ``nt_b32`` when they are one per
     32x32 block, (ceil(N / 32), K / 32), else ``nt`` (one row per weight row)."""
-    return "nt_b32" if n > 1 and scale_b.dim() == 2 and \
-        scale_b.shape[0] == -(-n // BLOCK) else "nt"
+    return "nt_b32" if scale_b.dim() == 2 and is_block_scaled(scale_b.shape[0], n) \
+        else "nt"
 
 
 def expand_block_scales(scale: torch.Tensor, rows: int, block_rows: int = BLOCK

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keys import canonical_json, stable_id
+from .mx_scales import is_block_scaled
 
 # Ops whose first input is the bias/accumulator rather than the left operand.
 OPS_WITH_LEADING_BIAS = frozenset({"addmm", "baddbmm"})
@@ -292,7 +293,7 @@ class Problem:
         if self.op not in ("scaled_mm", "scaled_mm_v2") or len(self.inputs) < 4:
             return ""
         scale_b = self.inputs[3]
-        blocked = len(scale_b.size) == 2 and n > 1 and scale_b.size[0] == -(-n // 32)
+        blocked = len(scale_b.size) == 2 and is_block_scaled(scale_b.size[0], n)
         return "scale_b=32x32" if blocked else ""
 
     def symbolic_text(self) -> str:

@@ -29,72 +29,48 @@ import inductor_flydsl
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.queries import export_rows
 from inductor_flydsl.inductor.vllm_gemm_rewrite import unquantized_reasons
+from inductor_flydsl.numerics.mx import mx_reference
 
 CALLS: list[tuple[int, ...]] = []
 
 
-def _register_vllm_op() -> torch.library.Library | None:
+def _register_vllm_op(name: str, schema: str, body, fake
+                      ) -> torch.library.Library | None:
+    """vLLM's op ``vllm::<name>`` with its schema, a CPU body that counts its calls and a
+    fake; nothing when vLLM itself registered it."""
     try:
-        torch.ops.vllm.rocm_unquantized_gemm.default  # noqa: B018  (vLLM itself, if here)
+        getattr(torch.ops.vllm, name).default  # noqa: B018  (vLLM itself, if here)
         return None
     except (AttributeError, RuntimeError):
         pass
     lib = torch.library.Library("vllm", "FRAGMENT")
-    lib.define("rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor")
+    lib.define(f"{name}{schema}")
 
-    def body(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
-             ) -> torch.Tensor:
-        CALLS.append(tuple(x.shape))
-        return torch.nn.functional.linear(x, weight, bias)
+    def counted(*args):
+        CALLS.append(tuple(args[0].shape))
+        return body(*args)
 
-    def fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
-             ) -> torch.Tensor:
-        return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-    lib.impl("rocm_unquantized_gemm", body, "CPU")
-    lib.impl("rocm_unquantized_gemm", fake, "Meta")
-    torch.library.register_fake("vllm::rocm_unquantized_gemm", fake, lib=lib)
+    lib.impl(name, counted, "CPU")
+    torch.library.register_fake(f"vllm::{name}", fake, lib=lib)
     return lib
-
-
-_LIB = _register_vllm_op()
 
 
 def mxfp8_reference(x: torch.Tensor, x_scale: torch.Tensor, weight: torch.Tensor,
                     weight_scale: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """What vLLM's MXFP8 op computes: E8M0 bytes per row and 32 K for x, per 32x32 block
-    for the weight."""
-    def scaled(t: torch.Tensor, scale: torch.Tensor, rows_per_scale: int) -> torch.Tensor:
-        s = torch.exp2(scale.view(torch.uint8).float() - 127)
-        s = s.repeat_interleave(rows_per_scale, 0)[:t.shape[0]].repeat_interleave(32, 1)
-        return t.float() * s
-
-    return (scaled(x, x_scale, 1) @ scaled(weight, weight_scale, 32).t()).to(out_dtype)
+    """What vLLM's MXFP8 op computes (E8M0 bytes per row and 32 K for x, per 32x32 block
+    for the weight): the project's float64 MX reference in the block layout."""
+    return mx_reference(x, weight, x_scale, weight_scale, layout="nt_b32").to(out_dtype)
 
 
-def _register_vllm_mxfp8_op() -> torch.library.Library | None:
-    try:
-        torch.ops.vllm.rocm_mxfp8_block32_gemm.default  # noqa: B018  (vLLM itself, if here)
-        return None
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library("vllm", "FRAGMENT")
-    lib.define("rocm_mxfp8_block32_gemm(Tensor x, Tensor x_scale, Tensor weight, "
-               "Tensor weight_scale, ScalarType out_dtype) -> Tensor")
-
-    def body(x, x_scale, weight, weight_scale, out_dtype):
-        CALLS.append(tuple(x.shape))
-        return mxfp8_reference(x, x_scale, weight, weight_scale, out_dtype)
-
-    def fake(x, x_scale, weight, weight_scale, out_dtype):
-        return x.new_empty((x.shape[0], weight.shape[0]), dtype=out_dtype)
-
-    lib.impl("rocm_mxfp8_block32_gemm", body, "CPU")
-    torch.library.register_fake("vllm::rocm_mxfp8_block32_gemm", fake, lib=lib)
-    return lib
-
-
-_MX_LIB = _register_vllm_mxfp8_op()
+_LIB = _register_vllm_op(
+    "rocm_unquantized_gemm", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+    torch.nn.functional.linear,
+    lambda x, weight, bias=None: x.new_empty((*x.shape[:-1], weight.shape[0])))
+_MX_LIB = _register_vllm_op(
+    "rocm_mxfp8_block32_gemm", "(Tensor x, Tensor x_scale, Tensor weight, "
+    "Tensor weight_scale, ScalarType out_dtype) -> Tensor", mxfp8_reference,
+    lambda x, x_scale, weight, weight_scale, out_dtype: x.new_empty(
+        (x.shape[0], weight.shape[0]), dtype=out_dtype))
 
 
 def mxfp8_operands(m: int = 8, n: int = 96, k: int = 256) -> tuple:

@@ -17,8 +17,8 @@ fresh process with its own vLLM and Inductor caches:
   choices, output equal to eager.
 
 Where vLLM's op wins, the compiled graph calls it: checked in
-tests/core/test_vllm_gemm_rewrite.py (both torch releases, in-process) and by this
-child's ``--prefer-vllm`` by hand (``override_best_choice``, Inductor's hook).
+tests/core/test_vllm_gemm_rewrite.py (both torch releases, in-process, through
+``override_best_choice``, Inductor's hook).
 
 On a ROCm GPU (marked ``rocm``, never run here): the same model in bf16 with vLLM's own
 ROCm dispatch and op body, cold then warm.

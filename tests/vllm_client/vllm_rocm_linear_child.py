@@ -15,11 +15,6 @@ What a ROCm build does, forced here:
 
 ``--rocm`` runs it on a ROCm GPU as it is (vLLM's ROCm dispatch and its real op body,
 bf16, the GPU's own kernels): nothing is forced or stood in.
-
-``--prefer-vllm`` makes Inductor pick vLLM's op wherever a selection offers it, through
-Inductor's own hook for that (a user's ``InductorChoices.override_best_choice``, which
-the plugin layers its class over): the compiled graph then runs vLLM's op, as it does
-on a GPU where vLLM's dispatch is fastest.
 """
 
 from __future__ import annotations
@@ -151,30 +146,10 @@ def _observe() -> list[dict]:
     return seen
 
 
-def _prefer_vllm() -> None:
-    """A user's ``InductorChoices`` whose ``override_best_choice`` picks vLLM's op; set
-    as a user sets it (before the plugin is enabled, which layers its class over it)."""
-    from torch._inductor import config as inductor_config
-    from torch._inductor.choices import InductorChoices
-
-    import inductor_flydsl
-
-    class PreferVllm(InductorChoices):
-        def override_best_choice(self, best_choice, timings):
-            vllm = [c for c in timings if getattr(c, "name", "") ==
-                    "vllm_rocm_unquantized_gemm"]
-            return vllm[0] if vllm else best_choice
-
-    inductor_flydsl.disable()
-    inductor_config.inductor_choices_class = PreferVllm
-    inductor_flydsl.enable()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="8,5", help="token counts to run")
     parser.add_argument("--compile-sizes", default="8")
-    parser.add_argument("--prefer-vllm", action="store_true")
     parser.add_argument("--rocm", action="store_true",
                         help="on a ROCm GPU, vLLM's own dispatch and op body (bf16)")
     args = parser.parse_args()
@@ -191,8 +166,6 @@ def main() -> None:
         _force_rocm_dispatch()
     device, dtype = ("cuda", torch.bfloat16) if args.rocm else ("cpu", torch.float32)
     seen = _observe()
-    if args.prefer_vllm:
-        _prefer_vllm()
     splitting_op = _register_splitting_op()
     config = _vllm_config(splitting_op, [int(s) for s in args.compile_sizes.split(",")])
     _init_distributed(config)
