@@ -124,9 +124,12 @@ def test_cold_compile_records_the_fusion_benchmark_warm_replays_it(tmp_path: Pat
     """The whole cycle with nothing written by the test: Inductor benchmarks the deferred
     fusion decision (timing the interpreted modules on the CPU), the plugin records it,
     and a second process with a fresh Inductor cache ends with the same kernels and
-    outputs with nothing compiled or benchmarked for the decision. Unsteered, the ATen
-    GEMM is far faster than any interpreted template: Inductor compiles no template fused
-    (the record says so); steered, a template is compiled fused and benchmarked."""
+    outputs with nothing compiled or benchmarked for the decision. Unsteered, Inductor
+    compiles the fastest template fused only where its GEMM-only time is below the ATen
+    winner's plus the epilogue kernel's: the interpreted epilogue kernel takes 1-10 ms on
+    CPUs like this one, about what an interpreted template takes, so either outcome is
+    Inductor's to choose and the record must say which (CI recorded one attempt where
+    this machine recorded none); steered, a template is compiled fused and benchmarked."""
     cold = _cycle(tmp_path, "cold", steer)
     assert cold["counters"]["fusions_benchmarked"] >= 1 and cold["counters"]["errors"] == 0
     assert cold["calls"]["benchmark_fused_nodes"] >= 1  # the epilogue kernel alone
@@ -136,8 +139,10 @@ def test_cold_compile_records_the_fusion_benchmark_warm_replays_it(tmp_path: Pat
         assert len(record["attempted"]) == 1 and set(record["fused_ms"]) == \
             set(record["attempted"]) and record["pending"] is True, record
         assert cold["calls"]["compile_kernel"] >= 1
-    else:
-        assert record["attempted"] == [] and record["fused_ms"] == {}, record
+    else:  # Inductor's rule (max_epilogue_benchmarked_choices = 1) on the recorded times
+        worth_it = cold["triton_ms"] < record["gemm_ms"] + record["epilogue_ms"]
+        assert len(record["attempted"]) == (1 if worth_it else 0), (cold["triton_ms"], record)
+        assert set(record["fused_ms"]) == set(record["attempted"]), record
 
     warm = _cycle(tmp_path, "warm", steer)
     assert warm["kernels"] == cold["kernels"]
