@@ -27,7 +27,7 @@ try:  # the package declares no torch requirement (docs/decisions.md): say what 
 except ModuleNotFoundError as _exc:
     if _exc.name != "torch":
         raise
-    from .inductor.torch_range import MISSING_TORCH
+    from .inductor.adapter.torch_range import MISSING_TORCH
 
     raise ModuleNotFoundError(MISSING_TORCH, name="torch") from None
 
@@ -35,7 +35,7 @@ from . import dependencies
 from . import settings as settings_module
 
 try:
-    from .flydsl_backend import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
+    from .flydsl_backend.run import ops as _ops  # noqa: F401  (registers torch.ops.inductor_flydsl)
 except ImportError as _exc:  # a required package missing (pip install --no-deps): name it
     _missing = dependencies.requirement_of(_exc)
     if _missing is None:
@@ -81,9 +81,10 @@ def enable(db_path: str | os.PathLike[str] | None = None,
 
     Failure policy (``docs/design.md``): a bad ``INDUCTOR_FLYDSL_*`` value, an incomplete
     install of this package, a torch release outside the supported ones
-    (``inductor/torch_range.py``) or a torch that lacks an Inductor internal the plugin
-    relies on (``inductor/internals.py``) leaves the plugin off and Inductor untouched, with one
-    warning naming the variable or module and the fix (a required package missing, as
+    (``inductor/adapter/torch_range.py``) or a torch that lacks an Inductor internal the
+    plugin relies on (``inductor/adapter/internals.py``) leaves the plugin off and Inductor
+    untouched, with one warning naming the variable or module and the fix (a required
+    package missing, as
     after ``pip install --no-deps``: the package and ``pip install ...``; a bad value of a
     display-only setting, ``INDUCTOR_FLYDSL_LOG``, is one warning and its default, the
     plugin on); the settings returned then say
@@ -127,8 +128,9 @@ def enable(db_path: str | os.PathLike[str] | None = None,
         if broken is not None:
             return _stay_off(broken, db_path, strict)
         from .db.layered import LayeredTuningDB
-        from .inductor import hooks, internals
-        from .inductor.choices import plugin_choices_factory
+        from .inductor import hooks
+        from .inductor.adapter import internals
+        from .inductor.autotune.choices import plugin_choices_factory
         from .plugin_choices import register_choice_providers
 
         tuning_db = LayeredTuningDB(settings)
@@ -170,10 +172,11 @@ def _setting_problem(db_path: object, mode: object, strict: bool) -> SettingErro
 
 # Modules of this package an enabled plugin imports while Inductor compiles: a compile
 # must not be where an incomplete install shows (the hooks would swallow the error).
-COMPILE_MODULES = ("inductor_flydsl.inductor.hooks", "inductor_flydsl.inductor.choices",
+COMPILE_MODULES = ("inductor_flydsl.inductor.hooks",
+                   "inductor_flydsl.inductor.autotune.choices",
                    "inductor_flydsl.db.layered", "inductor_flydsl.plugin_choices",
-                   "inductor_flydsl.flydsl_backend.provider",
-                   "inductor_flydsl.flydsl_backend.choices")
+                   "inductor_flydsl.flydsl_backend.autotune.provider",
+                   "inductor_flydsl.flydsl_backend.autotune.choices")
 
 
 def _install_problem() -> PluginUnavailable | None:
@@ -209,10 +212,10 @@ def _stay_off(problem: Exception, db_path: str | os.PathLike[str] | None,
 
 
 def _torch_problem() -> str | None:
-    """The installed torch outside the supported releases (``inductor/torch_range.py``)."""
+    """The installed torch outside the supported releases (``inductor/adapter/torch_range.py``)."""
     import torch
 
-    from .inductor.torch_range import version_problem
+    from .inductor.adapter.torch_range import version_problem
 
     return version_problem(str(torch.__version__))
 
@@ -224,7 +227,7 @@ def _internals_problems() -> list[str]:
     """``internals.problems()``, checked once per process."""
     global _checked
     if _checked is None:
-        from .inductor import internals
+        from .inductor.adapter import internals
 
         _checked = internals.problems()
     return _checked
@@ -243,7 +246,8 @@ def disable() -> None:
     with _lock:
         if _settings is None:
             return
-        from .inductor import hooks, internals
+        from .inductor import hooks
+        from .inductor.adapter import internals
 
         state = hooks.uninstall()
         if state is not None:

@@ -1,5 +1,5 @@
 """The packages inductor-flydsl requires (``pyproject.toml``'s dependencies other than
-torch, which ``inductor/torch_range.py`` covers), by the module each provides, and what to
+torch, which ``inductor/adapter/torch_range.py`` covers), by the module each provides, and what to
 say when one is missing: ``pip install --no-deps inductor-flydsl`` installs none of them.
 
 This module imports nothing but the standard library, so the package can name a missing

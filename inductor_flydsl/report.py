@@ -218,7 +218,7 @@ def build_report(db: Database, db_path: str = "") -> Report:
     if not misses.empty:
         misses["tuned"] = misses["tuned"].astype(bool)
     sweep = _frame(queries.sweep_summary(db))
-    from .flydsl_backend.offering import model_variant
+    from .flydsl_backend.offer.offering import model_variant
 
     return Report(db_path=db_path, problems=problems, wins=wins, geomeans=geomeans,
                   failed_candidates=failed, catalog=catalog, misses=misses, sweep=sweep,

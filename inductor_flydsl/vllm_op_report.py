@@ -1,7 +1,7 @@
 """The report's table of vLLM's own GEMM ops against the winners of their selections.
 
 Under vLLM with the plugin on, each static ``vllm::rocm_unquantized_gemm`` is one
-selection with vLLM's op among its choices (``inductor/vllm_choices.py``, backend
+selection with vLLM's op among its choices (``inductor/vllm/vllm_choices.py``, backend
 ``vllm``). Per such problem: vLLM's measured time, the winner and its time, and how much
 slower vLLM's hand-written dispatch is there (``vllm / winner``: 1.0 where it won).
 """

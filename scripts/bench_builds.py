@@ -37,8 +37,9 @@ CHILD = r"""
 import json, os, sys, time
 import torch, torch._inductor.config as ic
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild, provider
-from inductor_flydsl.flydsl_backend.offering import candidate_configs, configs_per_problem
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs, configs_per_problem
 from inductor_flydsl.problems.problem import synthetic_problem
 m, n, k = (int(x) for x in sys.argv[2].split("x"))
 if sys.argv[3] == "serial":  # today's cost: every candidate built one after another here

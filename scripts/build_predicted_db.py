@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from inductor_flydsl.db.pack import pack_db
-from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
-from inductor_flydsl.flydsl_backend.offering import (
+from inductor_flydsl.flydsl_backend.offer.eligibility import problem_reasons
+from inductor_flydsl.flydsl_backend.offer.offering import (
     MAX_CANDIDATES,
     model_variant,
     pruned_configs,

@@ -121,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.offer_flydsl:
-        from inductor_flydsl.flydsl_backend import provider
+        from inductor_flydsl.flydsl_backend.autotune import provider
 
         provider.runtime_target = lambda device, arch=args.offer_flydsl: (arch, [])
 

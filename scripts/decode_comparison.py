@@ -47,7 +47,7 @@ from build_predicted_db import (  # noqa: E402
     reference_problems,
 )
 
-from inductor_flydsl.flydsl_backend.offering import (  # noqa: E402
+from inductor_flydsl.flydsl_backend.offer.offering import (  # noqa: E402
     MAX_CANDIDATES,
     model_variant,
     pruned_configs,

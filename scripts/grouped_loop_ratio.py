@@ -20,8 +20,8 @@ import dataclasses
 import json
 import sys
 
-from inductor_flydsl.flydsl_backend import catalog
-from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
+from inductor_flydsl.flydsl_backend.build import catalog
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 
 
 def main() -> int:

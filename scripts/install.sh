@@ -48,7 +48,7 @@ if ! command -v llvm-mca-22 >/dev/null; then
 fi
 
 # The second torch release, for the tests that read Inductor's IR and swap its selector
-# class against both ends of the supported range (inductor/torch_range.py: 2.13, 2.14). Its
+# class against both ends of the supported range (inductor/adapter/torch_range.py: 2.13, 2.14). Its
 # torch (several GB of wheels) downloads and unpacks in the background while the rest
 # installs; this package goes into it at the end (one editable build at a time).
 NEXT_TORCH="${INDUCTOR_FLYDSL_NEXT_TORCH:-2.14.1}"

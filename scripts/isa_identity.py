@@ -22,8 +22,8 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from inductor_flydsl.flydsl_backend.configs import DEFAULT, DEFAULT_GROUPED, DEFAULT_MX
-from inductor_flydsl.flydsl_backend.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, DEFAULT_GROUPED, DEFAULT_MX
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 
 SILU_MUL = EpilogueSpec.from_json({  # silu(acc) * x0 (a gate/up projection's epilogue)

@@ -29,9 +29,9 @@ import argparse
 import json
 import sys
 
-from inductor_flydsl.flydsl_backend import catalog
-from inductor_flydsl.flydsl_backend.mx_eligibility import synthetic_mx_problem
-from inductor_flydsl.flydsl_backend.offering import candidate_configs
+from inductor_flydsl.flydsl_backend.build import catalog
+from inductor_flydsl.flydsl_backend.offer.mx_eligibility import synthetic_mx_problem
+from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
 
 DEFAULT_DTYPES = ("e4m3xe4m3_bf16", "e2m1xe2m1_bf16", "e4m3xe2m1_bf16")
 TORCH_FORMATS = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1": "float4_e2m1fn_x2"}

@@ -122,7 +122,7 @@ def timing_case(shape: tuple[int, int, int], device: Any, log: Callable[[str], N
 
     import inductor_flydsl
     from inductor_flydsl.db.open import open_db  # every DB connection is open_db's
-    from inductor_flydsl.flydsl_backend.ops import direct_call
+    from inductor_flydsl.flydsl_backend.run.ops import direct_call
 
     m, n, k = shape
     x = torch.randn(m, k, device=device, dtype=torch.bfloat16)

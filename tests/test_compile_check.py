@@ -20,8 +20,9 @@ import torch
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
-from inductor_flydsl.flydsl_backend import catalog, catalog_summary, configs, suites, toolchain
-from inductor_flydsl.flydsl_backend.cross_compile import CompileResult
+from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.build.cross_compile import CompileResult
+from inductor_flydsl.flydsl_backend.offer import configs, suites
 from inductor_flydsl.numerics import tolerances
 from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import template_source_hash

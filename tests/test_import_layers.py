@@ -2,7 +2,10 @@
 or below, and no set of modules imports each other in a cycle (lazy, function-level
 imports count; imports under ``if TYPE_CHECKING:`` do not, they never run).
 
-Layers, low to high (a module's layer is that of its top-level subpackage or module):
+Layers, low to high. A unit is a subpackage or module; a module's layer is that of the
+longest dotted prefix of its name (below ``inductor_flydsl``) in :data:`LAYERS`: the
+``flydsl_backend`` and ``inductor`` packages are layered by their subpackages, and
+``timing``'s modules that time a choice through Inductor sit above Inductor's adapter.
 
 0. foundations: version, settings, dependencies (the required packages, by module),
    template_loader; problems (what a GEMM problem is and
@@ -13,12 +16,24 @@ Layers, low to high (a module's layer is that of its top-level subpackage or mod
 3. emulator (runs ISA), isa (reads ISA: resources, main loop), priors (ranks DB records)
 4. performance: the model that predicts and ranks configs from the compiled code; the
    backend hands it the configs, the problem's shape and its catalog variant
-5. inductor: the hooks into TorchInductor
-6. flydsl_backend: FlyDSL eligibility, the offering (ranked by the model), builds, launches,
-   cross-compiles and the compile catalog
-7. the package root, plugin_choices, autoload, report (and vllm_op_report, its vLLM table)
-8. sweep
-9. cli, __main__
+5. inductor.adapter: every Inductor name the plugin touches (internals), the patches, the
+   plugin's state and the state it keeps on a choice, a user's own passes
+6. timing.timing_parity, timing.fusion_timing, timing.remeasure: a choice timed the way
+   the compiled graph runs it, an epilogue fusion timed the same way, finalists re-measured
+7. inductor.autotune: candidates, selections, the DB lookup, recording and serving
+8. inductor.vllm: vLLM's GEMM ops as Inductor GEMMs and choices
+9. inductor.fusion: fused-epilogue selections and the scheduler's fusion decisions
+10. inductor.hooks (installs all of the above into Inductor) and
+    inductor.vllm.vllm_passes (joins vLLM's compile with fusion's pass)
+11. flydsl_backend.offer: FlyDSL eligibility (and the HIP runtime check), the config space
+    and resources, the offering (ranked by the model)
+12. flydsl_backend.build: builds (pool, server, FlyDSL's compile split), cross-compiles
+    and the compile catalog
+13. flydsl_backend.run: the ops and the kernel runner (launches); flydsl_backend.direct
+14. flydsl_backend.autotune: the FlyDSL choices and choice provider handed to Inductor
+15. the package root, plugin_choices, autoload, report (and vllm_op_report, its vLLM table)
+16. sweep
+17. cli, __main__
 """
 
 from __future__ import annotations
@@ -31,10 +46,17 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("version", "settings", "dependencies", "template_loader", "problems",
                      "provenance", "timing", "telemetry"), 0),
     "numerics": 1, "db": 2, "emulator": 3, "isa": 3, "priors": 3, "performance": 4,
-    "inductor": 5, "flydsl_backend": 6, "": 7, "plugin_choices": 7, "autoload": 7, "report": 7,
-    "vllm_op_report": 7,
-    "sweep": 8, "cli": 9, "__main__": 9,
+    "inductor": 5, "inductor.adapter": 5,
+    **dict.fromkeys(("timing.timing_parity", "timing.fusion_timing", "timing.remeasure"), 6),
+    "inductor.autotune": 7, "inductor.vllm": 8, "inductor.fusion": 9,
+    "inductor.hooks": 10, "inductor.vllm.vllm_passes": 10,
+    "flydsl_backend": 11, "flydsl_backend.offer": 11, "flydsl_backend.build": 12,
+    "flydsl_backend.run": 13, "flydsl_backend.direct": 13, "flydsl_backend.autotune": 14,
+    "": 15, "plugin_choices": 15, "autoload": 15, "report": 15, "vllm_op_report": 15,
+    "sweep": 16, "cli": 17, "__main__": 17,
 }
+# Packages layered by their parts: each module in one is in a part named in LAYERS
+SPLIT = ("inductor", "flydsl_backend")
 
 
 def _module_name(path: Path) -> str:
@@ -43,9 +65,14 @@ def _module_name(path: Path) -> str:
 
 
 def _unit(module: str) -> str:
-    """The layered unit of a module: its top-level subpackage or module ('' the root)."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
+    """The layered unit of a module: the longest prefix of its name (below the package)
+    that :data:`LAYERS` names ('' the root; the top-level subpackage or module when
+    none is named)."""
+    parts = module.split(".")[1:]
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return ".".join(parts[:n])
+    return parts[0] if parts else ""
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:
@@ -97,6 +124,19 @@ def _graph() -> dict[str, set[str]]:
 def test_every_module_has_a_layer() -> None:
     units = {_unit(m) for m in _graph()}
     assert units <= set(LAYERS), f"give these a layer: {sorted(units - set(LAYERS))}"
+    # a module of a split package (not the package itself) is in a part of it
+    loose = sorted(m for m in _graph() if _unit(m) in SPLIT and m != f"inductor_flydsl.{_unit(m)}")
+    assert not loose, f"give these a layer within their package: {loose}"
+
+
+def test_the_unit_is_the_longest_named_prefix() -> None:
+    assert _unit("inductor_flydsl.inductor.fusion.epilogue_pass") == "inductor.fusion"
+    assert _unit("inductor_flydsl.inductor.vllm.vllm_passes") == "inductor.vllm.vllm_passes"
+    assert _unit("inductor_flydsl.inductor.vllm.vllm_ops") == "inductor.vllm"
+    assert _unit("inductor_flydsl.timing.noise") == "timing"
+    assert _unit("inductor_flydsl.timing.timing_parity") == "timing.timing_parity"
+    assert _unit("inductor_flydsl.db.store") == "db"
+    assert _unit("inductor_flydsl") == ""
 
 
 def _back_arrows(graph: dict[str, set[str]]) -> list[str]:
@@ -163,21 +203,21 @@ def test_the_checker_sees_a_back_arrow_and_a_cycle() -> None:
             "inductor_flydsl.cli.output": {"inductor_flydsl.db.store"}}
     assert _cycles(fake) == [["inductor_flydsl.cli.output", "inductor_flydsl.db.store"]]
     assert _back_arrows(fake) == [
-        "inductor_flydsl.db.store (layer 2) imports inductor_flydsl.cli.output (layer 9)"]
+        "inductor_flydsl.db.store (layer 2) imports inductor_flydsl.cli.output (layer 17)"]
 
 
 def test_the_model_sits_below_the_backend_and_isa_reading_below_both() -> None:
     """Issue 44's layering: the model imports nothing of the backend (the backend hands it
     what it ranks), and reading ISA imports neither; each such import is a back-arrow."""
     model = "inductor_flydsl.performance.ranking"
-    backend = "inductor_flydsl.flydsl_backend.offering"
+    backend = "inductor_flydsl.flydsl_backend.offer.offering"
     isa = "inductor_flydsl.isa.loop_analysis"
     assert _back_arrows({model: {backend}}) and _back_arrows({isa: {model}})
     assert _back_arrows({isa: {backend}})
     assert not _back_arrows({backend: {model, isa}, model: {isa}})
 
 
-ADAPTER = "inductor_flydsl.inductor.internals"  # the one module that touches Inductor
+ADAPTER = "inductor_flydsl.inductor.adapter.internals"  # the one module that touches Inductor
 
 
 def _torch_internal_imports(path: Path) -> list[str]:
@@ -199,7 +239,7 @@ def _torch_internal_imports(path: Path) -> list[str]:
 
 def test_only_the_adapter_touches_inductor_internals() -> None:
     """Every use of ``torch._inductor`` / ``torch._dynamo`` goes through
-    ``inductor/internals.py``, whose names are checked per torch release
+    ``inductor/adapter/internals.py``, whose names are checked per torch release
     (tests/core/test_inductor_internals.py)."""
     touches = [hit for path in sorted(PACKAGE.rglob("*.py"))
                if _module_name(path) != ADAPTER for hit in _torch_internal_imports(path)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.inductor.torch_range import SUPPORTED
+from inductor_flydsl.inductor.adapter.torch_range import SUPPORTED
 from tests.conftest import PRODUCT_DEFAULTS, REPO, isolated_env, run_for_result
 
 README = REPO / "README.md"

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.cli.rocm import epilogues as rocm_epilogues
-from inductor_flydsl.flydsl_backend import configs, kernel_runner, suites
+from inductor_flydsl.flydsl_backend.offer import configs, suites
+from inductor_flydsl.flydsl_backend.run import kernel_runner
 from inductor_flydsl.template_loader import load_template
 from tests.conftest import load_script
 
@@ -156,7 +157,7 @@ def test_grouped_mm_through_the_custom_op_matches_aten(device):
 
     import torch
 
-    from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
+    from inductor_flydsl.flydsl_backend.run import ops  # noqa: F401  (registers the ops)
     from inductor_flydsl.numerics.gemm import validate_output
     from inductor_flydsl.problems.routing import group_sizes, offsets
 
@@ -207,7 +208,7 @@ def test_mx_scaled_mm_through_the_custom_op(device):
     import torch
 
     from inductor_flydsl.emulator.mx import make_mx_operands
-    from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
+    from inductor_flydsl.flydsl_backend.run import ops  # noqa: F401  (registers the ops)
     from inductor_flydsl.numerics.gemm import validate_output
 
     config = configs.mx_default_configs("e2m1xe2m1_bf16")[0]
@@ -230,7 +231,7 @@ def test_fused_epilogue_default_configs(device, case):
 
     import torch
 
-    from inductor_flydsl.flydsl_backend import ops  # noqa: F401  (registers the ops)
+    from inductor_flydsl.flydsl_backend.run import ops  # noqa: F401  (registers the ops)
     from inductor_flydsl.numerics.gemm import validate_epilogue_output
     from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 

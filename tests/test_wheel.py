@@ -91,12 +91,13 @@ OWN = ("inductor_flydsl", "inductor_flydsl_templates", "inductor_flydsl_tuning_d
 # turns its feature off): the name, and why it is not declared
 OPTIONAL_IMPORTS = {"pynvml": "NVIDIA's busyness probe for sweeps on NVIDIA GPUs "
                               "(noise.py); absent, the probe reports nothing",
-                    "vllm": "the plugin's pass joining vLLM's compile (inductor/vllm_passes.py,"
-                            " called by vLLM's own plugin entry point, so only where vLLM is)",
+                    "vllm": "the plugin's pass joining vLLM's compile "
+                            "(inductor/vllm/vllm_passes.py, called by vLLM's own plugin entry "
+                            "point, so only where vLLM is)",
                     "rocm_graphs": "validate-rocm's section (g), scripts/rocm_graphs.py of a "
                                    "source checkout (cli/rocm/validate.py says when absent)"}
 # imported everywhere, yet never declared: the user's own build, checked at run time
-# (inductor/torch_range.py; importing the package without it says what to install)
+# (inductor/adapter/torch_range.py; importing the package without it says what to install)
 USER_PROVIDED = {"torch"}
 TORCHES = {"torch", "pytorch-triton-rocm", "triton"}  # what a torch requirement would pull
 

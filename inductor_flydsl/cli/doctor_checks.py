@@ -78,7 +78,7 @@ def versions() -> Section:
     if flydsl is None:
         section.add("flydsl", "not installed (pip install 'flydsl>=0.5,<0.6')")
     else:
-        from ..flydsl_backend import flydsl_runtime
+        from ..flydsl_backend.build import flydsl_runtime
 
         missing = flydsl_runtime.problems()
         section.add("flydsl", flydsl + ("" if not missing else
@@ -89,7 +89,7 @@ def versions() -> Section:
 
 
 def toolchain() -> Section:
-    from ..flydsl_backend.toolchain import find_ld_lld
+    from ..flydsl_backend.build.toolchain import find_ld_lld
     from ..isa.loop_analysis import LLVM_MCA, find_llvm_mca
 
     section = Section("Toolchain (cross-compiles, explain --isa/--emulate, compile-check)")
@@ -106,7 +106,7 @@ def runtime() -> tuple[Section, list[str]]:
     """The ROCm runtime and arch; also returns why FlyDSL kernels cannot run here."""
     import torch
 
-    from ..flydsl_backend.eligibility import SUPPORTED_ARCHS, runtime_reasons
+    from ..flydsl_backend.offer.eligibility import SUPPORTED_ARCHS, runtime_reasons
 
     section = Section("ROCm runtime")
     reasons = runtime_reasons()
@@ -201,9 +201,9 @@ def shipped() -> Section:
 def inductor_internals() -> tuple[Section, list[str]]:
     import sympy  # noqa: F401  (Inductor needs it: without it every name is "gone")
 
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
-    section = Section("Inductor internals (inductor_flydsl.inductor.internals.problems())")
+    section = Section("Inductor internals (inductor_flydsl.inductor.adapter.internals.problems())")
     found = internals.problems()
     if not found:
         section.add("internals", f"all {len(internals.INTERNALS)} the plugin relies on hold")
@@ -229,9 +229,9 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     """What ``torch.compile(mode="max-autotune")`` would offer for a GEMM here."""
     import torch
 
-    from ..inductor import internals
-    from ..inductor.compile_summary import single_choice_causes
-    from ..inductor.gemm_backends import FLYDSL, backend_tokens
+    from ..inductor.adapter import internals
+    from ..inductor.autotune.compile_summary import single_choice_causes
+    from ..inductor.autotune.gemm_backends import FLYDSL, backend_tokens
 
     config = internals.config
     section = Section("A max-autotune compile here would offer")
@@ -255,11 +255,11 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
     causes = single_choice_causes(gpu, torch.version.hip is not None)
     section.add("autotuned", "; ".join(f"no: {c}" for c in causes) if causes else
                 "yes: a GEMM has several choices (on CPU, with freezing = True)")
-    from ..flydsl_backend.provider import inductor_config_reasons
+    from ..flydsl_backend.autotune.provider import inductor_config_reasons
 
     config_reasons = inductor_config_reasons()
     requested = FLYDSL in tokens
-    from ..flydsl_backend.toolchain import find_ld_lld
+    from ..flydsl_backend.build.toolchain import find_ld_lld
 
     lld = [] if find_ld_lld() else ["no AMDGPU-capable ld.lld to link FlyDSL kernels"]
     why_not = flydsl_reasons + config_reasons + internals_found + lld

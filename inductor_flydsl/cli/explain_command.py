@@ -15,7 +15,7 @@ from ..db.queries import (
     describe_winner,
     epilogue_decisions,
 )
-from ..flydsl_backend.eligibility import SUPPORTED_ARCHS
+from ..flydsl_backend.offer.eligibility import SUPPORTED_ARCHS
 from ..priors import describe_record_line
 from ..problems.buckets import dynamic_m_problem
 from ..problems.problem import synthetic_problem
@@ -83,8 +83,8 @@ def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layou
                      op: str, *, emulate: bool, dump_dir: Path | None) -> list[Any]:
     """Compile (and with ``emulate`` emulate) each config in worker processes; one
     CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
-    from ..flydsl_backend import catalog
-    from ..flydsl_backend.choices import template_for
+    from ..flydsl_backend.autotune.choices import template_for
+    from ..flydsl_backend.build import catalog
 
     jobs = [catalog.Job(template_for(op), tuple(sorted(c.items())), arch, dtype, layout, op)
             for c in configs]
@@ -122,7 +122,7 @@ def _grid(config: dict[str, int], m: int, n: int, batch: int, groups: int = 0
           ) -> dict[str, Any]:
     """Workgroups the template launches for this shape (its ``launch_geometry``; for a
     grouped GEMM the upper bound it launches, see ``gemm_dense.launch_geometry``)."""
-    from ..flydsl_backend import catalog
+    from ..flydsl_backend.build import catalog
 
     tpl = catalog._tpl
     try:
@@ -191,7 +191,7 @@ def _compile_listed(args: argparse.Namespace, configs: list[dict[str, int]], dty
 
 
 def _mx_problem(args: argparse.Namespace, m: int, n: int, k: int) -> Any:
-    from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+    from ..flydsl_backend.offer.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
 
     out = parse_choice("--out-dtype", args.out_dtype, MX_OUT_DTYPES)
     try:
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
             db.close()
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
-        from ..flydsl_backend.toolchain import ToolchainError
+        from ..flydsl_backend.build.toolchain import ToolchainError
 
         try:
             result.configs, status = _compile_listed(args, result.configs, dtype,
@@ -422,8 +422,8 @@ def _cell(value: object) -> object:
 def _run_mx(args: argparse.Namespace) -> int:
     """``explain --op scaled_mm``: an MX problem's eligibility, configs and, with
     --emulate/--isa, each config compiled (and emulated) for the problem's variant."""
-    from ..flydsl_backend import catalog
-    from ..flydsl_backend.mx_eligibility import mx_layout, variant_dtype
+    from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.offer.mx_eligibility import mx_layout, variant_dtype
 
     try:
         m, n, k = parse_gemm_shape("scaled_mm", args.shape)
@@ -434,7 +434,7 @@ def _run_mx(args: argparse.Namespace) -> int:
                      check_runtime=args.check_runtime)
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
-        from ..flydsl_backend.toolchain import ToolchainError
+        from ..flydsl_backend.build.toolchain import ToolchainError
 
         variant, op = variant_dtype(problem), "addmm" if args.bias else "mm"
         mx_lay = mx_layout(problem)

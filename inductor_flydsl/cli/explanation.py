@@ -1,6 +1,6 @@
 """What ``inductor-flydsl explain`` says of a GEMM: whether FlyDSL serves it and why not
-(``flydsl_backend/eligibility.py``), and the configs a compile would offer, in its order,
-each with the model's prediction (``flydsl_backend/offering.py``)."""
+(``flydsl_backend/offer/eligibility.py``), and the configs a compile would offer, in its order,
+each with the model's prediction (``flydsl_backend/offer/offering.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..flydsl_backend.eligibility import arch_reasons, problem_reasons, runtime_reasons
-from ..flydsl_backend.offering import configs_per_problem, offer
+from ..flydsl_backend.offer.eligibility import arch_reasons, problem_reasons, runtime_reasons
+from ..flydsl_backend.offer.offering import configs_per_problem, offer
 from ..performance.config_names import config_key
 from ..performance.ranking import device_for
 from ..problems.problem import Problem
@@ -32,7 +32,7 @@ class Explanation:
 
 
 FLYDSL_REQUIREMENT = "flydsl>=0.5,<0.6"  # pyproject.toml's (x86-64 Linux wheels only)
-# what ``offered`` means, in the legend and the headline alike (``inductor/lookup.py``'s
+# what ``offered`` means, in the legend and the headline alike (``inductor/autotune/lookup.py``'s
 # ``preselected``; the sweep sets INDUCTOR_FLYDSL_TOP_K=0, ``sweep/runner.py``)
 OFFERED_TRUE = "benchmarked by a compile with no record (the model's top-k, INDUCTOR_FLYDSL_TOP_K)"
 OFFERED_FALSE = ("never benchmarked by a compile with no record, offered only so that a "

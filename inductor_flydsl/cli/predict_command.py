@@ -188,8 +188,8 @@ def _check_tile_against_isa(args: argparse.Namespace, text: str, arch: str,
 
 
 def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, Any]]:
-    from ..flydsl_backend.eligibility import problem_reasons
-    from ..flydsl_backend.offering import model_variant
+    from ..flydsl_backend.offer.eligibility import problem_reasons
+    from ..flydsl_backend.offer.offering import model_variant
     from ..performance.ranking import rank
     from ..performance.traffic import model_shape
     from ..problems.problem import synthetic_problem
@@ -197,7 +197,7 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
 
     op = parse_choice("--op", args.op, OPS)
     if op == "scaled_mm":
-        from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+        from ..flydsl_backend.offer.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
 
         m, n, k = parse_gemm_shape(op, args.shape)
         try:
@@ -225,7 +225,7 @@ def _predict_configs(args: argparse.Namespace, device: Any) -> list[dict[str, An
         if reasons:
             raise BadArgument("--shape", args.shape, "FlyDSL cannot take this problem: "
                                                      + "; ".join(reasons))
-        from ..flydsl_backend.offering import MAX_CANDIDATES, pruned_configs
+        from ..flydsl_backend.offer.offering import MAX_CANDIDATES, pruned_configs
 
         configs = pruned_configs(problem, device.arch, limit=MAX_CANDIDATES)
     shape = model_shape(problem)
@@ -256,7 +256,7 @@ def _offered_status(problem: Any, arch: str) -> dict[str, str]:
     """What a compile on ``arch`` does with each config (``offered_configs``): benchmarked
     with no record (the model's top-k, or every offered config without preselection),
     offered only so that a record of it is served, or not offered."""
-    from ..flydsl_backend.offering import offered_configs
+    from ..flydsl_backend.offer.offering import offered_configs
 
     configs, k = offered_configs(problem, arch)
     return {config_key(c.to_json()): BENCHMARKED if not k or i < k else RECORD_ONLY

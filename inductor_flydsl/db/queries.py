@@ -162,7 +162,7 @@ def problem_detail(db: sqlite_utils.Database, problem_id: str) -> dict[str, Any]
 
 def epilogue_decisions(db: sqlite_utils.Database, problem_id: str) -> list[dict[str, Any]]:
     """What the scheduler finally ran for the problem's GEMM with each epilogue it met
-    (``inductor/fusion_observer.py``); [] for a file older than schema version 4."""
+    (``inductor/fusion/fusion_observer.py``); [] for a file older than schema version 4."""
     if not db.table("epilogue_decisions").exists():
         return []
     rows = list(db.query(
@@ -186,7 +186,8 @@ def describe_epilogue(row: dict[str, Any]) -> str:
     how = ("fused into the GEMM kernel" if row["fused"] else
            "separate epilogue kernel" if ops else "GEMM alone")
     times = []
-    benchmark = row["epilogue"].get("kind") == "fusion_benchmark"  # inductor/fusion_replay.py
+    # inductor/fusion/fusion_replay.py
+    benchmark = row["epilogue"].get("kind") == "fusion_benchmark"
     unfused = "GEMM-only winner + epilogue kernel" if benchmark else "GEMM-only winner"
     for key, label in (("fused_ms", "fused"), ("unfused_ms", unfused)):
         if row.get(key) is not None:

@@ -384,7 +384,7 @@ class TuningDB:
                 "select candidate_id, fused, epilogue from epilogue_decisions where"
                 " device_id = ? and software_id = ? and problem_id = ? and epilogue_id = ?",
                 list(keys.values())))
-            # a fusion benchmark (inductor/fusion_replay.py) is replayed from its timings:
+            # a fusion benchmark (inductor/fusion/fusion_replay.py) is replayed from its timings:
             # new timings replace the row even when the outcome is the same
             timings_matter = decision.epilogue.get("kind") == "fusion_benchmark"
             if current and (current[0]["candidate_id"], bool(current[0]["fused"])) == (
@@ -467,7 +467,7 @@ def refusal_id(op: str, reason: str) -> str:
 @dataclass(frozen=True)
 class EpilogueDecision:
     """What the scheduler finally ran for one recorded GEMM selection and the pointwise
-    work that consumes its output (``inductor/fusion_observer.py`` observes it)."""
+    work that consumes its output (``inductor/fusion/fusion_observer.py`` observes it)."""
 
     problem_id: str
     epilogue_id: str

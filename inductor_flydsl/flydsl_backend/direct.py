@@ -2,21 +2,23 @@
 
 A graph whose selection a FlyDSL candidate won runs
 ``inductor_flydsl_direct.<op>_out(..., out=buf)`` (:func:`call_name`): the op's
-implementation (``ops.py``) without torch's dispatcher, reached as a module attribute
+implementation (``run/ops.py``) without torch's dispatcher, reached as a module attribute
 (one global and one attribute lookup per call, as ``extern_kernels.<name>`` is). The
 generated module imports this module itself (:data:`IMPORT`, written among its imports
-when the call is generated: ``choices.DirectKernelOut``), so the module finds its ops in
-any process where the package is installed, the plugin on or off, with or without the
+when the call is generated: ``autotune.choices.DirectKernelOut``), so the module finds its
+ops in any process where the package is installed, the plugin on or off, with or without the
 ``torch.backends`` entry point, for a graph compiled here or loaded from Inductor's
 FX-graph cache or another compiler's cache of Inductor's code (vLLM's); importing it
 registers the ``torch.ops.inductor_flydsl`` ops too. Nothing is set on ``torch``.
+It stays at ``flydsl_backend/direct.py``, outside the job folders (``run/`` holds the ops),
+because generated code, which may sit in users' FX-graph caches, imports it by this path.
 
 Its attributes are the ops' implementations and nothing else (``tests/flydsl``).
 """
 
 from __future__ import annotations
 
-from .ops import (
+from .run.ops import (
     addmm_out,
     bmm_out,
     gemm_epilogue_out,

@@ -42,21 +42,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (
-    compile_end,
-    compile_summary,
-    epilogue_fusion,
-    fusion_observer,
-    fusion_replay,
-    internals,
-    plugin_state,
-    selector_hooks,
-    triton_stream,
-)
-from .lookup import preprocess_choices
-from .plugin_state import PluginState, report_error
-from .recording import record_epilogue, save_feedback
-from .selector import PluginSelector
+from .adapter import internals, plugin_state, triton_stream
+from .adapter.plugin_state import PluginState, report_error
+from .autotune import compile_end, compile_summary, selector_hooks
+from .autotune.lookup import preprocess_choices
+from .autotune.recording import record_epilogue, save_feedback
+from .autotune.selector import PluginSelector
+from .fusion import epilogue_fusion, fusion_observer, fusion_replay
 
 __all__ = ["PluginSelector", "PluginState", "install", "preprocess_choices", "save_feedback",
            "uninstall"]

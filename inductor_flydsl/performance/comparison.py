@@ -39,7 +39,7 @@ NO_MEASUREMENTS = ("No FlyDSL measurement on an MI300/MI350 (ROCm gfx942/gfx950)
 NO_CATALOG_ROW = "no prediction: the compile catalog has no figures for this config"
 MIN_RANK_POINTS = 3
 # a problem's catalog variant, (template, op, dtype, layout): which template serves an op
-# is the backend's knowledge, handed in (``flydsl_backend/offering.model_variant``)
+# is the backend's knowledge, handed in (``flydsl_backend/offer/offering.model_variant``)
 VariantOf = Callable[[Any], tuple[str, str, str, str]]
 
 

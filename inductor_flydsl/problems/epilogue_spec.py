@@ -3,7 +3,7 @@
 An ``EpilogueSpec`` is a short straight-line program over the accumulator value ``acc``
 (the GEMM result, fp32), extra operands of the output's shape or broadcast to it, and
 float constants. It is built from the pointwise ops Inductor found after a GEMM
-(``inductor/epilogue_fusion.py``), checked here, stored as canonical JSON (in the DB key
+(``inductor/fusion/epilogue_fusion.py``), checked here, stored as canonical JSON (in the DB key
 and the kernel's cache key), and turned into kernel code by the templates. Nothing in it
 is ever executed as Python: the templates and :func:`reference` interpret the op names.
 

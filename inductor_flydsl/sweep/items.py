@@ -249,7 +249,7 @@ def db_problem(item: SweepItem, device_kind: str) -> Problem | None:
     elif item.op == "scaled_mm":
         if item.dynamic_m:
             return None
-        from ..flydsl_backend.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
+        from ..flydsl_backend.offer.mx_eligibility import parse_mx_dtype, synthetic_mx_problem
 
         problem = synthetic_mx_problem(item.m, item.n, item.k,
                                        formats=parse_mx_dtype(item.dtype))
@@ -282,7 +282,7 @@ def db_problem_id(item: SweepItem, device_kind: str) -> str | None:
     ``db list`` use), where it is known before the item runs: on a CPU, whose keys
     :func:`db_problem` rebuilds exactly. On a GPU the key also holds how the compile
     timed the candidates (``timing=graph`` where the plugin offered one: see
-    ``inductor/timing_parity.py``), which only the run tells: None."""
+    ``timing/timing_parity.py``), which only the run tells: None."""
     if device_kind != "cpu":
         return None
     problem = db_problem(item, device_kind)
@@ -312,7 +312,7 @@ def cpu_linear_op(dtype: str, dynamic_m: bool = False) -> str | None:
     build without MKL (oneDNN's ACL on Arm)."""
     import torch
 
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
     if dtype == "float32":
         if not torch.backends.mkl.is_available():

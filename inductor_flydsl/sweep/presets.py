@@ -90,9 +90,9 @@ def _mnk(entry: Any) -> tuple[int, int, int]:
 
 
 def dense_bf16_shapes() -> tuple[tuple[int, int, int], ...]:
-    """The suite from ``flydsl_backend.suites`` when that module exists, else our copy."""
+    """The suite from ``flydsl_backend.offer.suites`` when that module exists, else our copy."""
     try:
-        from ..flydsl_backend.suites import DENSE_BF16_NT_SUITE
+        from ..flydsl_backend.offer.suites import DENSE_BF16_NT_SUITE
     except ImportError:
         return _DENSE_BF16_NT_FALLBACK
     return tuple(_mnk(entry) for entry in DENSE_BF16_NT_SUITE)

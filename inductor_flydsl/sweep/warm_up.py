@@ -5,7 +5,7 @@ On CPU: Inductor's vector-ISA pick, probing only the ISA it picks
 (:func:`_first_valid_isa_only`), and its precompiled C++ header, built in threads; its
 CPU benchmarker waits for the probe and stops the header's compilers while it times
 (:func:`_background_quiet`). On every device: Inductor's compile stack and the plugin's
-hooks imported ahead. Both replacements are declared in ``inductor/patches.py`` and put
+hooks imported ahead. Both replacements are declared in ``inductor/adapter/patches.py`` and put
 back by :func:`finish`, at the worker's end.
 """
 
@@ -30,7 +30,7 @@ def _first_valid_isa_only() -> None:
     import functools
     import platform
 
-    from ..inductor import internals, patches
+    from ..inductor.adapter import internals, patches
 
     inductor_config, cpu_vec_isa = internals.config, internals.cpu_vec_isa
     if patches.is_applied("cpu_vec_isa", "valid_vec_isa_list"):
@@ -65,7 +65,7 @@ def _build_cpu_pch() -> None:
     empty kernel through the same code cache and flags as the batches' kernels; a compile
     that needs the header meanwhile waits on Inductor's file lock instead of repeating
     the build."""
-    from ..inductor.internals import CppPythonBindingsCodeCache
+    from ..inductor.adapter.internals import CppPythonBindingsCodeCache
 
     CppPythonBindingsCodeCache.load_pybinding(["long"], PCH_WARM_UP_KERNEL)
 
@@ -137,7 +137,7 @@ def _gate_cpu_benchmarks() -> bool:
     while it times a candidate (:func:`_background_quiet`: a g++ on the other core would
     disturb the timings); False when it cannot be wrapped here (then the caller waits for
     the background work up front)."""
-    from ..inductor import internals, patches
+    from ..inductor.adapter import internals, patches
 
     if patches.is_applied("benchmarker", "benchmark_cpu"):
         return True
@@ -174,7 +174,7 @@ def _cpu_set_up() -> None:
     """Inductor's vector-ISA pick (probing only the ISA it picks:
     :func:`_first_valid_isa_only`), then the precompiled header in a pausable thread
     (Linux, unless the user turned precompiled headers off)."""
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
     inductor_config, cpu_vec_isa = internals.config, internals.cpu_vec_isa
     _first_valid_isa_only()
@@ -196,7 +196,7 @@ def warm_up(device: str) -> None:
     if device == "cpu":
         _in_background(_cpu_set_up)
     import inductor_flydsl.inductor.hooks  # noqa: F401 (imports the selector)
-    from inductor_flydsl.inductor import internals
+    from inductor_flydsl.inductor.adapter import internals
 
     internals.compile_fx  # noqa: B018 (imports Inductor's compile stack ahead)
 
@@ -204,8 +204,8 @@ def warm_up(device: str) -> None:
 def finish() -> list[str]:
     """The warm-up's end (the worker's last batch done): wait for its background work,
     then put back what it replaced (Inductor's ``benchmark_cpu`` and
-    ``valid_vec_isa_list``, ``inductor/patches.py``). Returns what was put back."""
-    from ..inductor import patches
+    ``valid_vec_isa_list``, ``inductor/adapter/patches.py``). Returns what was put back."""
+    from ..inductor.adapter import patches
 
     _wait_for_background()
     while _pausable:

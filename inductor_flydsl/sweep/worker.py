@@ -9,7 +9,7 @@ It builds real tensors with the item's layout on the device, enables
 ``max-autotune-no-cudagraphs``): Inductor benchmarks the candidates, each timed the way a
 user's compile of that mode times it (``--timing graph``, the default: graph replay, as
 max-autotune's cudagraph trees run them; records are served to max-autotune compiles;
-``inductor/timing_parity.py``) and the plugin's feedback saver records every candidate and the
+``timing/timing_parity.py``) and the plugin's feedback saver records every candidate and the
 winner, exactly as in a user's compile. Nothing here times kernels itself. When the DB
 already holds a winner for the problem, the plugin reuses it and nothing is benchmarked.
 
@@ -103,7 +103,7 @@ def build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
     ``dynamic_m`` item's M dim is marked dynamic (``torch._dynamo.mark_dynamic``)."""
     fn, inputs = _build(item, device)
     if item.dynamic_m:
-        from ..inductor import internals
+        from ..inductor.adapter import internals
 
         a = inputs[0] if item.op != "addmm" else inputs[1]
         internals.mark_dynamic(a, a.dim() - 2)
@@ -115,7 +115,7 @@ def _build(item: SweepItem, device: str) -> tuple[Any, tuple[Any, ...]]:
 
     if item.op == "scaled_mm":
         from ..emulator.mx import make_mx_operands
-        from ..flydsl_backend.mx_eligibility import alias_variant
+        from ..flydsl_backend.offer.mx_eligibility import alias_variant
 
         a, b, scale_a, scale_b, _, _ = make_mx_operands(alias_variant(item.dtype), "mm",
                                                         item.m, item.n, item.k)
@@ -193,7 +193,7 @@ def _compile_recorded(fn: Any, inputs: tuple[Any, ...], *, db: str, kind: str,
 
     import inductor_flydsl
 
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
     inductor_config = internals.config
     chosen = backends or DEFAULT_BACKENDS[kind]
@@ -241,7 +241,7 @@ def tune(item: SweepItem, db: str, device: str, backends: str | None) -> dict[st
                                 dynamic=item.dynamic_m)
     finally:
         routing.set_active(None)
-    from ..inductor.internals import counters
+    from ..inductor.adapter.internals import counters
 
     stats, chosen = run["stats"], run["backends"]
     decisions = stats["decisions"]
@@ -268,7 +268,7 @@ def reset_between_items() -> None:
     caches keyed by source hash stay, since they hold builds, not measurements."""
     import inductor_flydsl
 
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
     inductor_flydsl.disable()
     internals.dynamo_reset()
@@ -305,7 +305,7 @@ def tune_batch(items: list[SweepItem], db: str, device: str,
 
 def _tune_together(items: list[SweepItem], db: str, device: str, backends: str | None,
                    base: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from ..inductor.internals import counters
+    from ..inductor.adapter.internals import counters
     from .batch import batch_module, problems_by_item
 
     module, flat = batch_module([build(item, device) for item in items])
@@ -349,7 +349,7 @@ def serve(db: str, device: str, backends: str | None) -> int:
     ``SWEEP_RESULT`` line per item and then ``SWEEP_BATCH {"batch": id}``. Exits at end of
     input. A crash or hang is the runner's to handle: it kills this process, retries the
     batch's items one per batch, and starts a new worker."""
-    from ..inductor import internals
+    from ..inductor.adapter import internals
 
     inductor_config = internals.config
     inductor_config.fx_graph_cache = False

@@ -36,7 +36,7 @@ class Stats:
     # the one recorded (should stay 0: served timings reproduce Inductor's decision)
     epilogue_changed: int = 0
     # deferred epilogue-fusion decisions (GPU, ``MultiTemplateBuffer``) made from recorded
-    # timings: nothing compiled or benchmarked for them (``inductor/fusion_replay.py``)
+    # timings: nothing compiled or benchmarked for them (``inductor/fusion/fusion_replay.py``)
     fusions_replayed: int = 0
     # such decisions Inductor benchmarked (no record yet), recorded for the next compile
     fusions_benchmarked: int = 0
@@ -46,7 +46,7 @@ class Stats:
     benchmarked: int = 0  # autotune selections Inductor benchmarked
     errors: int = 0  # plugin errors swallowed so the compile went on
     # FlyDSL kernel calls from a compiled graph that failed at run time (build, load,
-    # launch) and were computed with ATen instead (flydsl_backend/ops.py)
+    # launch) and were computed with ATen instead (flydsl_backend/run/ops.py)
     runtime_fallbacks: int = 0
     # autotune calls whose problem is outside the definition of a valid problem: not looked
     # up, not recorded; reasons in ``refusals`` and in the DB's misses table

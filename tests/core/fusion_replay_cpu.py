@@ -44,7 +44,7 @@ from torch._inductor.utils import fresh_cache, run_and_get_code
 
 import inductor_flydsl
 from inductor_flydsl.db.store import TuningDB
-from inductor_flydsl.inductor import fusion_replay
+from inductor_flydsl.inductor.fusion import fusion_replay
 from inductor_flydsl.problems.problem import Problem
 from inductor_flydsl.provenance.device import describe_device
 from inductor_flydsl.provenance.software import current_software

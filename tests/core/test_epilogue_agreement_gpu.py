@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from inductor_flydsl.inductor.fusion_replay import KIND
+from inductor_flydsl.inductor.fusion.fusion_replay import KIND
 from tests.conftest import isolated_env, run_for_result
 
 CHILD = Path(__file__).with_name("epilogue_cases.py")

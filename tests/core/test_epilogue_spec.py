@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inductor_flydsl.inductor.epilogue_fusion import find_region
+from inductor_flydsl.inductor.fusion.epilogue_fusion import find_region
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec, InvalidEpilogue, reference
 
 SILU_MUL = {"operands": [{"kind": "tile", "dtype": "bfloat16"}],

@@ -121,7 +121,7 @@ def test_a_bad_display_setting_is_one_warning_and_its_default_the_plugin_on(
             "inductor_flydsl: INDUCTOR_FLYDSL_LOG='sumary': use one of: off, summary; did you "
             "mean summary? (or unset it; default: off); the default is used and the plugin "
             "stays on"]
-        from inductor_flydsl.inductor import compile_end, compile_summary
+        from inductor_flydsl.inductor.autotune import compile_end, compile_summary
 
         assert compile_summary._on_end not in compile_end._registered  # off: the default
         with pytest.raises(SettingError, match="INDUCTOR_FLYDSL_LOG='sumary'"):

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.inductor.fusion_replay import KIND, RecordedBenchmark, recorded_benchmark
+from inductor_flydsl.inductor.fusion.fusion_replay import (
+    KIND,
+    RecordedBenchmark,
+    recorded_benchmark,
+)
 from tests.conftest import isolated_env, run_for_result
 
 CHILD = Path(__file__).with_name("fusion_replay_cpu.py")

@@ -27,7 +27,7 @@ def test_fx_cache_keys_differ_with_and_without_plugin(tmp_path: Path) -> None:
 
 
 def test_uuid_names_plugin_and_templates() -> None:
-    from inductor_flydsl.inductor.choices import PluginChoices
+    from inductor_flydsl.inductor.autotune.choices import PluginChoices
     from inductor_flydsl.provenance.software import template_version
     from inductor_flydsl.version import __version__
 

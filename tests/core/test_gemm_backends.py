@@ -1,4 +1,4 @@
-"""``max_autotune_gemm_backends`` read in one place (``inductor/gemm_backends.py``): by
+"""``max_autotune_gemm_backends`` read in one place (``inductor/autotune/gemm_backends.py``): by
 the FlyDSL provider (is FLYDSL asked for), by ``doctor`` (which backends) and by the
 fused-epilogue lowering (Inductor's own competitor, FlyDSL left out)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from inductor_flydsl.inductor.gemm_backends import (
+from inductor_flydsl.inductor.autotune.gemm_backends import (
     backend_tokens,
     flydsl_requested,
     without_flydsl,

@@ -32,7 +32,7 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor import internals, patches, triton_stream
+from inductor_flydsl.inductor.adapter import internals, patches, triton_stream
 
 ORDINARY_STREAM, CAPTURE_STREAM = 11, 77
 
@@ -211,9 +211,9 @@ def test_a_choice_type_that_ignores_the_flag_is_not_labelled_graph_timed() -> No
     from torch._inductor.codegen.subgraph import SubgraphChoiceCaller
     from torch._inductor.select_algorithm import ExternKernelCaller, TritonTemplateCaller
 
-    from inductor_flydsl.flydsl_backend.choices import FlydslChoiceCaller
-    from inductor_flydsl.inductor import timing_parity
-    from inductor_flydsl.inductor.choice_state import ATTR, PluginChoiceState
+    from inductor_flydsl.flydsl_backend.autotune.choices import FlydslChoiceCaller
+    from inductor_flydsl.inductor.adapter.choice_state import ATTR, PluginChoiceState
+    from inductor_flydsl.timing import timing_parity
 
     for cls in (ExternKernelCaller, TritonTemplateCaller, SubgraphChoiceCaller,
                 FlydslChoiceCaller):
@@ -303,7 +303,8 @@ def test_a_graph_timed_fusion_attempt_times_its_fused_kernels_by_graph(
     epilogue kernel alone) are timed by graph replay too: compiled by one call outside
     the capture, then the call on cloned arguments captured; a mutating kernel's clone
     time taken off; a spilling kernel not fused (inf)."""
-    from inductor_flydsl.inductor import fusion_replay, fusion_timing
+    from inductor_flydsl.inductor.fusion import fusion_replay
+    from inductor_flydsl.timing import fusion_timing
 
     meta = torch.device("meta", 0)
     ms, path = fusion_timing.time_module_by_graph(StandInModule(gpu), meta)

@@ -1,4 +1,4 @@
-"""The Inductor internals the plugin relies on (``inductor/internals.py``) hold in the
+"""The Inductor internals the plugin relies on (``inductor/adapter/internals.py``) hold in the
 installed torch. scripts/run_tests.sh runs tests/core under each torch release CI installs
 (2.13 and 2.14), so this file is the per-release check: a release that moves, removes or
 changes one of them fails here by name."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor import internals, patches
+from inductor_flydsl.inductor.adapter import internals, patches
 
 
 def test_every_internal_the_plugin_relies_on_holds_in_this_torch() -> None:
@@ -120,7 +120,7 @@ def test_the_scheduler_fusion_decision_is_read_from_its_source(
     """The replayed fusion decision (fusion_replay.py) relies on what speedup_by_fusion
     calls and on its rule; a release that changes either is reported by name, also while
     the plugin's wrapper is installed (its source is Inductor's, read through it)."""
-    from inductor_flydsl.inductor import fusion_replay
+    from inductor_flydsl.inductor.fusion import fusion_replay
 
     was_installed = fusion_replay.installed()
     fusion_replay.install()

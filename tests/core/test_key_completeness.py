@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor.candidates import candidate_id, config_of
+from inductor_flydsl.inductor.autotune.candidates import candidate_id, config_of
 from inductor_flydsl.provenance.software import current_software
 from inductor_flydsl.provenance.validity import result_changes
 

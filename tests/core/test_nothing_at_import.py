@@ -87,7 +87,7 @@ import torch  # the entry point enables the plugin here (INDUCTOR_FLYDSL=1)
 sys.setprofile(None)
 threading.setprofile(None)
 import inductor_flydsl
-from inductor_flydsl.inductor import internals
+from inductor_flydsl.inductor.adapter import internals
 
 time.sleep(0.5)  # a process started in the background would be there by now
 
@@ -107,7 +107,7 @@ def children(pid):
     return found
 
 
-prebuild = sys.modules.get("inductor_flydsl.flydsl_backend.prebuild")
+prebuild = sys.modules.get("inductor_flydsl.flydsl_backend.build.prebuild")
 print("RESULT " + json.dumps({
     "enabled": inductor_flydsl.active_settings() is not None, "enable_calls": seen["enable"],
     "hip": torch.version.hip, "device_queries": seen["calls"],

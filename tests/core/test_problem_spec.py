@@ -17,7 +17,7 @@ import pytest
 import sqlite_utils
 
 from inductor_flydsl.db.store import CandidateResult, TuningDB, refusal_id
-from inductor_flydsl.inductor.ir_problem import attrs_of
+from inductor_flydsl.inductor.autotune.ir_problem import attrs_of
 from inductor_flydsl.problems.keys import canonical_json, stable_id
 from inductor_flydsl.problems.problem import (
     MAX_DIM,

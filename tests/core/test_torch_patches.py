@@ -1,5 +1,5 @@
 """Every attribute of torch or of a client library the plugin replaces or wraps is declared
-in ``internals.PATCHES``, applied through ``inductor/patches.py`` and put back: at
+in ``internals.PATCHES``, applied through ``inductor/adapter/patches.py`` and put back: at
 ``disable()`` (the fusion-replay methods, the selector object's class) and at the sweep
 warm-up's end (``warm_up.finish``: ``benchmark_cpu``, ``valid_vec_isa_list``); an
 ``InductorChoices`` a user's factory makes is layered through ``patches.swap_class``;
@@ -18,7 +18,8 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor import hooks, internals, patches, triton_stream
+from inductor_flydsl.inductor import hooks
+from inductor_flydsl.inductor.adapter import internals, patches, triton_stream
 
 # every class, object and module of torch the plugin names (modules: the attributes they
 # had before; importing submodules adds new ones, which is not a patch)
@@ -88,7 +89,7 @@ def test_a_choices_instance_is_layered_only_through_the_declared_patch(
     ``disable()`` the user's factory is back and its instances keep their class. A swap
     of an undeclared owner, of a non-instance or to a class not layered over the
     instance's own is refused."""
-    from inductor_flydsl.inductor.choices import PluginChoices
+    from inductor_flydsl.inductor.autotune.choices import PluginChoices
 
     class UsersChoices(internals.InductorChoices):  # type: ignore[misc, valid-type]
         pass
@@ -132,7 +133,7 @@ def test_vllms_backend_is_wrapped_through_the_declared_patch() -> None:
     ``VllmBackend.configure_post_pass`` through ``patches.apply``, once; ``restore`` puts
     vLLM's method back, and registering again wraps it again."""
     backends = pytest.importorskip("vllm.compilation.backends")
-    from inductor_flydsl.inductor import vllm_passes
+    from inductor_flydsl.inductor.vllm import vllm_passes
 
     vllm_passes.register()
     assert patches.is_applied("VllmBackend", "configure_post_pass")

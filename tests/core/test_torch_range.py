@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor import internals
-from inductor_flydsl.inductor.torch_range import MISSING_TORCH, release, version_problem
+from inductor_flydsl.inductor.adapter import internals
+from inductor_flydsl.inductor.adapter.torch_range import MISSING_TORCH, release, version_problem
 from tests.conftest import REPO
 
 FIX = "install a supported torch (pip install 'torch>=2.13,<2.15' --index-url"

@@ -21,8 +21,8 @@ from torch._inductor.custom_graph_pass import (
 )
 
 import inductor_flydsl
-from inductor_flydsl.inductor.epilogue_fusion import EpilogueFusionPass
-from inductor_flydsl.inductor.fusion_observer import (
+from inductor_flydsl.inductor.fusion.epilogue_fusion import EpilogueFusionPass
+from inductor_flydsl.inductor.fusion.fusion_observer import (
     PostFusionObserver,
     UncachedPostFusionObserver,
 )
@@ -177,7 +177,7 @@ UUID_SCRIPT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
     from core.test_user_graph_passes import FORMS
-    from inductor_flydsl.inductor.epilogue_fusion import EpilogueFusionPass
+    from inductor_flydsl.inductor.fusion.epilogue_fusion import EpilogueFusionPass
     print(repr(EpilogueFusionPass(FORMS["list_with_inference_aware"]).uuid()))
 """)
 

@@ -28,7 +28,7 @@ from torch._inductor import config
 import inductor_flydsl
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.queries import export_rows
-from inductor_flydsl.inductor.vllm_gemm_rewrite import unquantized_reasons
+from inductor_flydsl.inductor.vllm.vllm_gemm_rewrite import unquantized_reasons
 from inductor_flydsl.numerics.mx import mx_reference
 
 CALLS: list[tuple[int, ...]] = []
@@ -220,7 +220,7 @@ def test_the_rewritten_gemm_and_its_epilogue_become_a_fused_epilogue_selection(
     """As an ``addmm`` does: with the pass's gate open (as on a device where FlyDSL fuses
     epilogues; on CPU none does), a bf16 op + relu * 2 region is one ``gemm_epilogue``
     selection; the output equals eager."""
-    from inductor_flydsl.inductor import epilogue_pass
+    from inductor_flydsl.inductor.fusion import epilogue_pass
 
     hooks = epilogue_pass.hooks()
     assert hooks is not None
@@ -252,7 +252,7 @@ def test_mxfp8_block32_op_lowers_to_a_selection_with_vllms_op(plugin: Path,
     """Static: the node became the plugin's stand-in, lowered to one ``scaled_mm``
     selection with vLLM's op as its choice (on CPU no FlyDSL choice: one choice, nothing
     benchmarked or recorded), and the compiled graph calls vLLM's op; dynamic: left."""
-    from inductor_flydsl.inductor import vllm_choices
+    from inductor_flydsl.inductor.vllm import vllm_choices
 
     selections = []
     original = vllm_choices.lower_mxfp8_block32
@@ -263,7 +263,7 @@ def test_mxfp8_block32_op_lowers_to_a_selection_with_vllms_op(plugin: Path,
 
     from torch._inductor.lowering import user_lowerings
 
-    from inductor_flydsl.inductor.vllm_ops import mxfp8_block32_op
+    from inductor_flydsl.inductor.vllm.vllm_ops import mxfp8_block32_op
 
     user_lowerings[mxfp8_block32_op()] = spy
     try:
@@ -279,7 +279,7 @@ def test_mxfp8_block32_op_lowers_to_a_selection_with_vllms_op(plugin: Path,
 
 
 def test_mxfp8_reasons_name_what_is_left() -> None:
-    from inductor_flydsl.inductor.vllm_gemm_rewrite import mxfp8_reasons
+    from inductor_flydsl.inductor.vllm.vllm_gemm_rewrite import mxfp8_reasons
 
     x, x_scale, weight, w_scale = mxfp8_operands(n=96)
     assert mxfp8_reasons(x, x_scale, weight, w_scale, torch.bfloat16) == []

@@ -21,10 +21,10 @@ import pytest
 import torch
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend import catalog, toolchain
-from inductor_flydsl.flydsl_backend.configs import DEFAULT
-from inductor_flydsl.flydsl_backend.cross_compile import compile_config
-from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.build import catalog, toolchain
+from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import load_template

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")
@@ -37,7 +37,7 @@ def test_every_default_config_and_variant_is_correct_in_the_emulator(tmp_path):
     assert wrong == []
     summary = catalog_summary.summarize(run)
     assert summary["clean"]
-    from inductor_flydsl.flydsl_backend.configs import DEFAULT
+    from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
 
     per_arch = summary["archs"]["gfx950"]
     assert per_arch["emulated_ok"] == per_arch["ok"] == len(DEFAULT) + 23

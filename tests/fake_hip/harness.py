@@ -292,7 +292,7 @@ class FakeHipRuntime:
 
     def __init__(self, hip: FakeHip, *, arch: str = "gfx950", device: int = 0,
                  emulate: bool = False, graphs: bool = False) -> None:
-        from inductor_flydsl.flydsl_backend.kernel_runner import HipErrors
+        from inductor_flydsl.flydsl_backend.run.kernel_runner import HipErrors
 
         self.hip = hip
         self.arch_name = arch

@@ -33,7 +33,7 @@ ENV_HANG = "INDUCTOR_FLYDSL_SWEEP_TEST_HANG"
 ENV_BATCH_FAIL = "INDUCTOR_FLYDSL_SWEEP_TEST_BATCH_FAIL"
 ENV_FORCE_ROCM = "INDUCTOR_FLYDSL_TEST_FORCE_ROCM"
 ITEMS, BATCH = "inductor_flydsl.sweep.items", "inductor_flydsl.sweep.batch"
-PROVIDER = "inductor_flydsl.flydsl_backend.provider"
+PROVIDER = "inductor_flydsl.flydsl_backend.autotune.provider"
 
 
 def _in_worker() -> bool:

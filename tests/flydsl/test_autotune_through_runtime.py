@@ -23,7 +23,9 @@ import torch
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import kernel_runner, prebuild, provider
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.run import kernel_runner
 from tests.fake_hip.harness import FakeHipRuntime, fake_hip
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 
@@ -135,7 +137,7 @@ def test_a_graph_loaded_from_the_cache_has_its_variants_built_before_its_first_c
     then builds nothing itself and is right."""
     from torch._inductor import select_algorithm
 
-    from inductor_flydsl.flydsl_backend import loaded_variants
+    from inductor_flydsl.flydsl_backend.run import loaded_variants
 
     original_lookup = select_algorithm.AlgorithmSelectorCache.lookup
 

@@ -1,4 +1,4 @@
-"""The build pool (inductor_flydsl/flydsl_backend/build_pool.py) with real worker processes,
+"""The build pool (inductor_flydsl/flydsl_backend/build/build_pool.py) with real worker processes,
 in this process (``in-process``: as compile-check runs it) and in a build server
 (``server``: build_client.py / build_server.py, as a compile runs it).
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import build_client, build_pool, prebuild
+from inductor_flydsl.flydsl_backend.build import build_client, build_pool, prebuild
 
 HERE = str(Path(__file__).parent)
 
@@ -205,7 +205,7 @@ def test_builds_use_the_callers_flydsl_settings_made_after_the_pool_started(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """prebuild.py's pool is started (and its workers forked) before the cache dir is
     set; the builds still land in that dir, since each run carries the settings."""
-    from inductor_flydsl.flydsl_backend.offering import candidate_configs
+    from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
     from inductor_flydsl.problems.problem import synthetic_problem
 
     monkeypatch.setenv(prebuild.ENV_BUILD_JOBS, "2")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inductor_flydsl.flydsl_backend import provider
-from inductor_flydsl.flydsl_backend.provider import FlydslChoiceProvider
-from inductor_flydsl.inductor import internals
-from inductor_flydsl.inductor.choice_provider import ChoiceProvider
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.autotune.provider import FlydslChoiceProvider
+from inductor_flydsl.inductor.adapter import internals
+from inductor_flydsl.inductor.autotune.choice_provider import ChoiceProvider
 
 
 def test_flydsl_provider_is_a_choice_provider_and_a_bare_function_is_not() -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import configs, resources, toolchain
-from inductor_flydsl.flydsl_backend.cross_compile import (
+from inductor_flydsl.flydsl_backend.build import toolchain
+from inductor_flydsl.flydsl_backend.build.cross_compile import (
     compile_config,
     load_template,
     template_source_hash,
 )
+from inductor_flydsl.flydsl_backend.offer import configs, resources
 from inductor_flydsl.isa.stats import parse_isa
 from inductor_flydsl.provenance import software
 

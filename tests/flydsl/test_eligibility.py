@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from inductor_flydsl.cli.explanation import explain
-from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
-from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_SUITE
+from inductor_flydsl.flydsl_backend.offer.eligibility import problem_reasons
+from inductor_flydsl.flydsl_backend.offer.suites import DENSE_BF16_NT_SUITE
 from inductor_flydsl.problems.problem import Problem, TensorSpec, synthetic_problem
 
 
@@ -111,7 +111,7 @@ def test_explain_dynamic_m_shows_the_key_and_eligibility() -> None:
 def test_decode_shapes_rank_a_split_k_config_with_512_workgroups_first(
         m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the performance model (top-k 0), the pruned order: split-K first."""
-    from inductor_flydsl.flydsl_backend.configs import GemmConfig, _tpl
+    from inductor_flydsl.flydsl_backend.offer.configs import GemmConfig, _tpl
 
     monkeypatch.setenv("INDUCTOR_FLYDSL_TOP_K", "0")
     result = explain(synthetic_problem("mm", m, n, k, dtype="bfloat16", layout="nt"), "gfx950")
@@ -160,7 +160,7 @@ def test_dynamic_m_only_is_eligible_for_mm_and_addmm() -> None:
 
 
 def test_candidates_per_shape_setting(monkeypatch, caplog) -> None:
-    from inductor_flydsl.flydsl_backend.offering import (
+    from inductor_flydsl.flydsl_backend.offer.offering import (
         CONFIGS_PER_PROBLEM,
         ENV_CANDIDATES,
         configs_per_problem,

@@ -58,7 +58,8 @@ def main():
     stats = None
     if mode == "on":
         import inductor_flydsl
-        from inductor_flydsl.flydsl_backend import prebuild, provider
+        from inductor_flydsl.flydsl_backend.autotune import provider
+        from inductor_flydsl.flydsl_backend.build import prebuild
         provider.runtime_target = lambda device: ("gfx950", [])
         inductor_flydsl.enable(db, "readwrite")
         backends = "ATEN,CPP,FLYDSL"

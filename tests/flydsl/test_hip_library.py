@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.hip_library import (
+from inductor_flydsl.flydsl_backend.offer.hip_library import (
     HIP_LIBRARY,
     elf_soname,
     hip_runtime_reasons,
@@ -27,7 +27,7 @@ from tests.fake_hip.harness import SOURCE, VERSION_SCRIPT, build_library
 
 CHILD = """
 import ctypes, json, sys
-from inductor_flydsl.flydsl_backend.hip_library import (
+from inductor_flydsl.flydsl_backend.offer.hip_library import (
     HIP_LIBRARY, hip_runtime_reasons, mapped_hip_libraries, process_maps)
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # what torch's libtorch_hip loads
 before = hip_runtime_reasons(process_maps())

@@ -21,7 +21,9 @@ import torch
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import direct, prebuild, provider
+from inductor_flydsl.flydsl_backend import direct
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
 
 NO_FLYDSL_ON_CPU = r"""
 import json, sys, torch, torch._inductor.config as ic
@@ -157,7 +159,7 @@ def test_eligible_control_gets_flydsl_choices(offered: Path) -> None:
 
 
 def test_hip_version_parsing() -> None:
-    from inductor_flydsl.flydsl_backend.eligibility import hip_major
+    from inductor_flydsl.flydsl_backend.offer.eligibility import hip_major
 
     assert hip_major("7.0.51831") == 7 and hip_major("6.4.1") == 6 and hip_major("x") == 0
 
@@ -259,7 +261,7 @@ def test_dynamic_m_gets_flydsl_choices_keyed_as_dynamic(offered: Path) -> None:
 
 
 def test_dynamic_validation_sizes_and_inputs() -> None:
-    from inductor_flydsl.flydsl_backend.choices import dynamic_validation_m, resized_inputs
+    from inductor_flydsl.flydsl_backend.autotune.choices import dynamic_validation_m, resized_inputs
 
     assert dynamic_validation_m(64) == (1, 101)
     assert dynamic_validation_m(1) == (38,)
@@ -282,7 +284,7 @@ def _crash_one_build(monkeypatch: pytest.MonkeyPatch, crash_id: str) -> None:
     """The build pool runs tests/faults/builds.py, which aborts the worker building
     ``crash_id`` (forwarded with the build settings); builds never run in-process. A
     fresh pool starts with that function."""
-    from inductor_flydsl.flydsl_backend import catalog
+    from inductor_flydsl.flydsl_backend.build import catalog
     from tests.faults import builds
 
     prebuild.shutdown_pool()
@@ -299,7 +301,7 @@ def test_parallel_builds_before_benchmarking_isolate_a_crashing_build(
     processes into FlyDSL's disk cache before Inductor benchmarks them. One build aborts
     its worker (tests/faults/builds.py): only that candidate is failed with the crash; the
     others are built (one cache entry each) and then refused at launch (no ROCm here)."""
-    from inductor_flydsl.flydsl_backend.offering import offered_configs
+    from inductor_flydsl.flydsl_backend.offer.offering import offered_configs
     from inductor_flydsl.problems.keys import stable_id
     from inductor_flydsl.problems.problem import synthetic_problem
 

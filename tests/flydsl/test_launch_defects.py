@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.hip_library import hip_runtime_reasons
+from inductor_flydsl.flydsl_backend.offer.hip_library import hip_runtime_reasons
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,9 @@ def test_the_launching_process_never_spawns_rocm_agent_enumerator(tmp_path: Path
         hip = fake_hip({str(tmp_path / 'hip')!r})
         import torch
         from inductor_flydsl.emulator.gemm import make_operands
-        from inductor_flydsl.flydsl_backend import direct, kernel_runner, prebuild
+        from inductor_flydsl.flydsl_backend import direct
+        from inductor_flydsl.flydsl_backend.build import prebuild
+        from inductor_flydsl.flydsl_backend.run import kernel_runner
         from inductor_flydsl.problems.keys import canonical_json
         from inductor_flydsl.template_loader import load_template
 
@@ -96,7 +98,7 @@ def test_two_hip_runtimes_refuse_with_the_reason(tmp_path: Path) -> None:
 def test_an_aot_compile_is_not_offered_flydsl() -> None:
     from torch._inductor.virtualized import V
 
-    from inductor_flydsl.flydsl_backend.provider import inductor_config_reasons
+    from inductor_flydsl.flydsl_backend.autotune.provider import inductor_config_reasons
 
     assert not any("ahead-of-time" in r for r in inductor_config_reasons())
     with V.set_aot_compilation(True):
@@ -109,7 +111,7 @@ def test_a_raw_stream_handle_is_given_its_device(monkeypatch: pytest.MonkeyPatch
     device (torch's ExternalStream, recorded as constructed: CPU torch has no streams)."""
     import torch
 
-    from inductor_flydsl.flydsl_backend.kernel_runner import RocmRuntime
+    from inductor_flydsl.flydsl_backend.run.kernel_runner import RocmRuntime
 
     made = []
     monkeypatch.setattr(torch.cuda, "ExternalStream",

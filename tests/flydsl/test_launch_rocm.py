@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from inductor_flydsl.emulator.gemm import make_operands
-from inductor_flydsl.flydsl_backend import kernel_runner
+from inductor_flydsl.flydsl_backend.run import kernel_runner
 from inductor_flydsl.numerics.gemm import validate_output
 from inductor_flydsl.problems.keys import canonical_json
 from inductor_flydsl.template_loader import load_template

@@ -20,10 +20,11 @@ import torch
 from inductor_flydsl.emulator.gemm import make_operands, random_epilogue_operands
 from inductor_flydsl.emulator.grouped import make_grouped_operands
 from inductor_flydsl.emulator.mx import make_mx_operands
-from inductor_flydsl.flydsl_backend import kernel_runner, prebuild
-from inductor_flydsl.flydsl_backend.catalog import MX_REPRESENTATIVE
-from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
-from inductor_flydsl.flydsl_backend.ops import strict_launches
+from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.build.catalog import MX_REPRESENTATIVE
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
+from inductor_flydsl.flydsl_backend.run import kernel_runner
+from inductor_flydsl.flydsl_backend.run.ops import strict_launches
 from inductor_flydsl.numerics.gemm import validate_epilogue_output, validate_output
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.template_loader import load_template
@@ -71,7 +72,7 @@ def _config_json(config) -> str:
 
 
 def test_the_flydsl_internals_the_launch_path_uses_are_there() -> None:
-    from inductor_flydsl.flydsl_backend import flydsl_runtime
+    from inductor_flydsl.flydsl_backend.build import flydsl_runtime
 
     assert flydsl_runtime.problems() == []
 
@@ -282,7 +283,7 @@ def test_compiled_kernels_are_bounded(hip) -> None:
 
 
 def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
-    from inductor_flydsl.flydsl_backend import prebuild as pb
+    from inductor_flydsl.flydsl_backend.build import prebuild as pb
 
     def broken(variant):
         raise pb.FlydslBuildError("build failed: injected")
@@ -296,7 +297,7 @@ def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
 
 # ---- the split-K workspace ------------------------------------------------------------
 def test_split_k_workspace_is_counted() -> None:
-    from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
+    from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, prune_for_shape
 
     big = gemm.GemmConfig(tile_m=16, tile_n=64, tile_k=64, waves_m=1, waves_n=2, stages=2,
                           group_m=1, split_k=8)
@@ -313,7 +314,7 @@ def test_split_k_workspace_is_counted() -> None:
 def test_dynamic_m_is_offered_no_split_k() -> None:
     import dataclasses
 
-    from inductor_flydsl.flydsl_backend.offering import candidate_configs
+    from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
     from inductor_flydsl.problems.problem import synthetic_problem
 
     static = synthetic_problem("mm", 16, 4096, 8192, dtype="bfloat16", layout="nt")
@@ -446,7 +447,7 @@ def test_an_autotunes_benchmark_captures_leave_no_pin(hip) -> None:
     (``ops.strict_launches``, which Inductor's benchmark of a FlyDSL candidate runs
     under), then goes back under the LRU bound. A kernel cudagraph trees capture (outside
     a benchmark) stays pinned, also when a benchmark captured it first."""
-    from inductor_flydsl.flydsl_backend.configs import default_configs
+    from inductor_flydsl.flydsl_backend.offer.configs import default_configs
 
     candidates = [c for c in default_configs("gfx950") if c.split_k == 1][:CANDIDATES]
     assert len(candidates) == CANDIDATES

@@ -1,5 +1,5 @@
 """The FlyDSL variants of a compiled graph, read from its generated code and built as one
-batch (inductor_flydsl/flydsl_backend/loaded_variants.py), so a graph loaded from
+batch (inductor_flydsl/flydsl_backend/run/loaded_variants.py), so a graph loaded from
 Inductor's FX-graph cache finds them built at its first call.
 
 The generated code is Inductor's own (tests/flydsl/data/inductor_wrapper_mm_out*.py.txt,
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend import kernel_runner, loaded_variants, prebuild
+from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.run import kernel_runner, loaded_variants
 from inductor_flydsl.problems.keys import canonical_json
 
 WRAPPER = Path(__file__).parent / "data" / "inductor_wrapper_mm_out.py.txt"
@@ -54,7 +55,8 @@ def test_generated_code_reaches_the_ops_through_the_plugins_own_module() -> None
     reader looks for; nothing of the plugin's is set on torch."""
     import torch
 
-    from inductor_flydsl.flydsl_backend import direct, ops
+    from inductor_flydsl.flydsl_backend import direct
+    from inductor_flydsl.flydsl_backend.run import ops
 
     assert loaded_variants.DIRECT_ALIAS == direct.ALIAS
     assert direct.IMPORT.endswith(f" as {direct.ALIAS}")

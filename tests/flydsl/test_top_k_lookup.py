@@ -21,7 +21,8 @@ import torch
 from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild, provider
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
 from inductor_flydsl.settings import DEFAULT_CANDIDATES
 from tests.conftest import REPO
 

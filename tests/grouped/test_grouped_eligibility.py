@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from inductor_flydsl.cli.explanation import config_fields, explain
-from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
-from inductor_flydsl.flydsl_backend.offering import candidate_configs
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
+from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
 from inductor_flydsl.problems.problem import Problem, TensorSpec, synthetic_problem
 
 

@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 
 from inductor_flydsl.emulator.grouped import emulate_grouped, grouped_scenarios
-from inductor_flydsl.flydsl_backend import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED
-from inductor_flydsl.flydsl_backend.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")

@@ -29,7 +29,8 @@ pytest.importorskip("flydsl")
 MOE = r"""
 import json, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild, provider
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
 from inductor_flydsl.problems import routing
 if sys.argv[2] == "offer":
     provider.runtime_target = lambda device: ("gfx950", [])
@@ -115,7 +116,7 @@ def test_grouped_problem_recorded_then_served(tmp_path: Path) -> None:
 BATCHED = r"""
 import json, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import provider
+from inductor_flydsl.flydsl_backend.autotune import provider
 provider.runtime_target = lambda device: ("gfx950", [])
 inductor_flydsl.enable(sys.argv[1], "readwrite")
 ic.max_autotune_gemm_backends = "ATEN,FLYDSL"

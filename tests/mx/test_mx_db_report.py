@@ -10,7 +10,7 @@ import pytest
 
 from inductor_flydsl.db.layered import LayeredTuningDB
 from inductor_flydsl.db.store import CandidateResult, TuningDB
-from inductor_flydsl.flydsl_backend.mx_eligibility import synthetic_mx_problem
+from inductor_flydsl.flydsl_backend.offer.mx_eligibility import synthetic_mx_problem
 from inductor_flydsl.problems.problem import Problem, synthetic_problem
 from inductor_flydsl.provenance.device import DeviceInfo
 from inductor_flydsl.provenance.software import SoftwareInfo, template_source_hash

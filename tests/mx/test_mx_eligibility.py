@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from inductor_flydsl.cli.explanation import explain
-from inductor_flydsl.flydsl_backend.eligibility import problem_reasons
-from inductor_flydsl.flydsl_backend.mx_eligibility import (
+from inductor_flydsl.flydsl_backend.offer.eligibility import problem_reasons
+from inductor_flydsl.flydsl_backend.offer.mx_eligibility import (
     is_mx,
     synthetic_mx_problem,
     variant_dtype,
 )
-from inductor_flydsl.flydsl_backend.offering import candidate_configs
+from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
 from inductor_flydsl.problems.problem import TensorSpec
 
 FP8 = ("float8_e4m3fn", "float8_e4m3fn")
@@ -95,7 +95,7 @@ def test_custom_ops_refuse_to_launch_without_rocm() -> None:
     """Nothing is launched without a verified ROCm runtime: inside Inductor's benchmark
     (strict) the op raises; in a forward it computes the MX product with torch instead
     (issue 50: as the dense ops do), with the reason in one warning."""
-    from inductor_flydsl.flydsl_backend.ops import FlydslRuntimeUnavailable, strict_launches
+    from inductor_flydsl.flydsl_backend.run.ops import FlydslRuntimeUnavailable, strict_launches
     from inductor_flydsl.numerics.mx import mx_reference
     from inductor_flydsl.telemetry.user_warnings import TuningDBWarning
 

@@ -28,7 +28,8 @@ pytest.importorskip("flydsl")
 SCRIPT = r"""
 import json, logging, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
-from inductor_flydsl.flydsl_backend import prebuild, provider
+from inductor_flydsl.flydsl_backend.autotune import provider
+from inductor_flydsl.flydsl_backend.build import prebuild
 lines = []
 class Collect(logging.Handler):
     def emit(self, record):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inductor_flydsl.flydsl_backend.configs import DEFAULT
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
 from inductor_flydsl.performance.config_names import config_label
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.cli.explanation import config_fields, explain
-from inductor_flydsl.flydsl_backend.configs import DEFAULT, prune_for_shape
-from inductor_flydsl.flydsl_backend.offering import (
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, prune_for_shape
+from inductor_flydsl.flydsl_backend.offer.offering import (
     candidate_configs,
     offered_configs,
     ranked_candidates,

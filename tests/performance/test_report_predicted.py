@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from inductor_flydsl.db.store import STATUS_FAILED, CandidateResult, TuningDB
-from inductor_flydsl.flydsl_backend.configs import DEFAULT, GemmConfig
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, GemmConfig
 from inductor_flydsl.performance.comparison import (
     NO_MEASUREMENTS,
     model_device,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from inductor_flydsl.db.open import open_db
-from inductor_flydsl.flydsl_backend.configs import DEFAULT, DEFAULT_GROUPED
-from inductor_flydsl.flydsl_backend.offering import offered_configs, ranked_candidates
+from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, DEFAULT_GROUPED
+from inductor_flydsl.flydsl_backend.offer.offering import offered_configs, ranked_candidates
 from inductor_flydsl.performance.config_names import config_key
 from inductor_flydsl.performance.ranking import RankedConfig, stored_first
 from inductor_flydsl.performance.short_lists import (

@@ -36,7 +36,7 @@ ITEMS = {  # group -> items compiled in one graph (the sweep's batch module)
 CHILD = r"""
 import json, logging, sys, torch
 import inductor_flydsl
-from inductor_flydsl.inductor import internals
+from inductor_flydsl.inductor.adapter import internals
 from inductor_flydsl.sweep.batch import batch_module
 from inductor_flydsl.sweep.items import SweepItem
 from inductor_flydsl.sweep.worker import build

@@ -180,7 +180,7 @@ def test_benchmarks_stop_the_background_compiler_and_resume_it() -> None:
         proc.stdin.close()
         thread.join(30)
         warm_up._pausable.remove(thread)
-        warm_up.finish()  # Inductor's own benchmark_cpu back (inductor/patches.py)
+        warm_up.finish()  # Inductor's own benchmark_cpu back (inductor/adapter/patches.py)
     assert proc.pid in seen["during"] and set(seen["during"]) == set(seen["after"]), seen
     assert set(seen["during"].values()) == {"T"}, seen  # stopped while timing
     assert "T" not in seen["after"].values(), seen  # running again

@@ -1,5 +1,5 @@
 """How the plugin's pass joins vLLM's per-compile Inductor config
-(``inductor_flydsl/inductor/vllm_passes.py``), checked without vLLM: the join itself works
+(``inductor_flydsl/inductor/vllm/vllm_passes.py``), checked without vLLM: the join itself works
 on the dict vLLM hands Inductor, and with no vLLM installed nothing of it runs.
 tests/vllm_client/test_vllm_backend.py checks it inside vLLM's real compile."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import inductor_flydsl
-from inductor_flydsl.inductor import internals, vllm_passes
-from inductor_flydsl.inductor.epilogue_pass import EpilogueFusionPass
+from inductor_flydsl.inductor.adapter import internals
+from inductor_flydsl.inductor.fusion.epilogue_pass import EpilogueFusionPass
+from inductor_flydsl.inductor.vllm import vllm_passes
 from tests.conftest import isolated_env
 
 
@@ -81,7 +82,7 @@ def test_enabling_the_plugin_imports_nothing_of_vllm(tmp_path: Path) -> None:
         "inductor_flydsl.disable(); inductor_flydsl.enable()\n"
         "from torch._inductor import config\n"
         "print(type(config.post_grad_custom_post_pass).__name__,\n"
-        "      'inductor_flydsl.inductor.vllm_passes' in sys.modules,\n"
+        "      'inductor_flydsl.inductor.vllm.vllm_passes' in sys.modules,\n"
         "      any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
                          capture_output=True, text=True, timeout=300, check=True)
@@ -111,7 +112,7 @@ def test_a_compile_vllm_captures_is_timed_as_graphs(tmp_path: Path) -> None:
 
     import torch
 
-    from inductor_flydsl.inductor.timing_parity import compile_uses_graphs, selection_timing
+    from inductor_flydsl.timing.timing_parity import compile_uses_graphs, selection_timing
 
     try:
         from vllm.config.compilation import CUDAGraphMode

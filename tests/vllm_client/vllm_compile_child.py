@@ -116,8 +116,8 @@ def _observe() -> dict[str, list]:
     from vllm.compilation.passes.inductor_pass import get_pass_context
     from vllm.compilation.passes.pass_manager import PostGradPassManager
 
-    from inductor_flydsl.inductor import epilogue_lowering
-    from inductor_flydsl.inductor.epilogue_pass import EpilogueFusionPass
+    from inductor_flydsl.inductor.fusion import epilogue_lowering
+    from inductor_flydsl.inductor.fusion.epilogue_pass import EpilogueFusionPass
 
     seen: dict[str, list] = {"manager": [], "plugin": [], "selection_inputs": []}
     manager_call = PostGradPassManager.__call__
@@ -218,7 +218,7 @@ def _open_fusion_gate() -> None:
     """The pass's gate says yes to every GEMM (on CPU no provider fuses epilogues, so it
     says no): each bf16 GEMM + epilogue region becomes a fused-epilogue selection, lowered
     with Inductor's own handling as its one choice (no FlyDSL candidate on CPU)."""
-    from inductor_flydsl.inductor import epilogue_pass
+    from inductor_flydsl.inductor.fusion import epilogue_pass
 
     hooks = epilogue_pass.hooks()
     if hooks is not None:

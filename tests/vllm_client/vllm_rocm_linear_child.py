@@ -125,8 +125,8 @@ def _observe() -> list[dict]:
     before and after the plugin's pass (seen from inside the pass)."""
     from vllm.compilation.passes.inductor_pass import get_pass_context
 
-    from inductor_flydsl.inductor.epilogue_pass import EpilogueFusionPass
-    from inductor_flydsl.inductor.vllm_gemm_rewrite import MARKER, op_name
+    from inductor_flydsl.inductor.fusion.epilogue_pass import EpilogueFusionPass
+    from inductor_flydsl.inductor.vllm.vllm_gemm_rewrite import MARKER, op_name
 
     seen: list[dict] = []
     call = EpilogueFusionPass.__call__

@@ -13,7 +13,7 @@ def _runner() -> Any:
     """The launch runner Inductor's generated code uses (kernels built by the build
     workers, launched through FlyDSL compiled functions): timings here are of the same
     launch path."""
-    from inductor_flydsl.flydsl_backend.kernel_runner import runner
+    from inductor_flydsl.flydsl_backend.run.kernel_runner import runner
 
     return runner()
 
@@ -100,7 +100,7 @@ def numerics_case(config: Any, *, dtype: str, layout: str, op: str,
 
 def numerics_plan(arch: str, quick: bool) -> list[tuple[Any, str, str, str]]:
     """(config, dtype, layout, op) cases: DEFAULT configs that fit ``arch``."""
-    from inductor_flydsl.flydsl_backend import catalog
+    from inductor_flydsl.flydsl_backend.build import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick)
     tpl = catalog._tpl
@@ -109,7 +109,7 @@ def numerics_plan(arch: str, quick: bool) -> list[tuple[Any, str, str, str]]:
 
 
 def run_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
-    from inductor_flydsl.flydsl_backend.suites import NUMERICS_BATCH, NUMERICS_SHAPES
+    from inductor_flydsl.flydsl_backend.offer.suites import NUMERICS_BATCH, NUMERICS_SHAPES
 
     shapes = NUMERICS_SHAPES[:3] if quick else NUMERICS_SHAPES
     plan = numerics_plan(arch, quick)
@@ -138,7 +138,7 @@ def bench_ms(fn: Any, *, warmup_ms: int = 25, rep_ms: int = 100) -> float:
     (``benchmark_gpu_with_cuda_graph``: no host dispatch, as under cudagraph trees);
     ``--timing eager`` one call between events after a cache flush
     (``benchmark_gpu``: host dispatch included, as a graph without cudagraphs runs)."""
-    from inductor_flydsl.inductor import internals
+    from inductor_flydsl.inductor.adapter import internals
 
     benchmarker = internals.benchmarker
     if TIMING == "graph":
@@ -163,7 +163,7 @@ def speed_case(shape: tuple[int, int, int], arch: str, device: Any, triton_mm: A
                ) -> dict[str, Any]:
     import torch
 
-    from inductor_flydsl.flydsl_backend import configs
+    from inductor_flydsl.flydsl_backend.offer import configs
     from inductor_flydsl.numerics.tolerances import check_close
     from inductor_flydsl.template_loader import load_template
 
@@ -207,8 +207,8 @@ def speed_case(shape: tuple[int, int, int], arch: str, device: Any, triton_mm: A
 
 
 def run_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any]:
-    from inductor_flydsl.flydsl_backend.suites import DENSE_BF16_NT_QUICK, DENSE_BF16_NT_SUITE
-    from inductor_flydsl.inductor import internals
+    from inductor_flydsl.flydsl_backend.offer.suites import DENSE_BF16_NT_QUICK, DENSE_BF16_NT_SUITE
+    from inductor_flydsl.inductor.adapter import internals
 
     shapes = DENSE_BF16_NT_QUICK if quick else DENSE_BF16_NT_SUITE
     rows = []

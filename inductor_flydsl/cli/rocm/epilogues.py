@@ -29,7 +29,7 @@ HIDDEN, FFN, KV = 4096, 14336, 1024
 
 def _runner() -> Any:
     """The launch runner of Inductor's generated code (same launch path)."""
-    from inductor_flydsl.flydsl_backend.kernel_runner import runner
+    from inductor_flydsl.flydsl_backend.run.kernel_runner import runner
 
     return runner()
 
@@ -96,8 +96,8 @@ def epilogue_case(name: str, m: int, arch: str, device: Any,
                   bench_ms: Callable[..., float]) -> dict[str, Any]:
     import torch
 
-    from inductor_flydsl.flydsl_backend import configs
-    from inductor_flydsl.inductor import internals
+    from inductor_flydsl.flydsl_backend.offer import configs
+    from inductor_flydsl.inductor.adapter import internals
     from inductor_flydsl.numerics.tolerances import check_close
     from inductor_flydsl.problems.epilogue_spec import EpilogueSpec, reference
     from inductor_flydsl.template_loader import load_template

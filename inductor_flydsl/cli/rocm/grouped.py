@@ -47,7 +47,7 @@ def grouped_numerics_case(config: Any, *, dtype: str, layout: str, group_rows: l
 def run_grouped_numerics(arch: str, device: Any, *, quick: bool, log: Any
                          ) -> list[dict[str, Any]]:
     from inductor_flydsl.emulator.grouped import grouped_scenarios
-    from inductor_flydsl.flydsl_backend import catalog
+    from inductor_flydsl.flydsl_backend.build import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick, template="gemm_grouped")
     tpl = catalog._tpl
@@ -91,7 +91,7 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
                        device: Any) -> dict[str, Any]:
     import torch
 
-    from inductor_flydsl.flydsl_backend.configs import DEFAULT_GROUPED, fits
+    from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED, fits
     from inductor_flydsl.numerics.gemm import grouped_reference
     from inductor_flydsl.numerics.tolerances import check_close
     from inductor_flydsl.problems.routing import group_sizes, offsets
@@ -138,7 +138,7 @@ def grouped_speed_case(shape: tuple[str, int, int, int, int], routing_name: str,
 
 
 def run_grouped_speed(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, Any]:
-    from inductor_flydsl.inductor import internals
+    from inductor_flydsl.inductor.adapter import internals
 
     rows = []
     shapes = grouped_speed_shapes(quick)

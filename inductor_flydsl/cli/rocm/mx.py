@@ -58,7 +58,7 @@ def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int,
 
 def run_mx_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
     from inductor_flydsl.emulator.mx import mx_tail_shape
-    from inductor_flydsl.flydsl_backend import catalog
+    from inductor_flydsl.flydsl_backend.build import catalog
     from inductor_flydsl.template_loader import load_template
 
     mx = load_template("gemm_mx")
@@ -91,12 +91,12 @@ def mx_speed_case(shape: tuple[str, int, int, int], fmt: str, arch: str, device:
     import torch
 
     from inductor_flydsl.emulator.mx import make_mx_operands
-    from inductor_flydsl.flydsl_backend.mx_eligibility import (
+    from inductor_flydsl.flydsl_backend.offer.mx_eligibility import (
         alias_variant,
         parse_mx_dtype,
         synthetic_mx_problem,
     )
-    from inductor_flydsl.flydsl_backend.offering import candidate_configs
+    from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
     from inductor_flydsl.numerics.mx import check_mx
     from inductor_flydsl.template_loader import load_template
 
@@ -155,7 +155,7 @@ def run_mx(arch: str, device: Any, *, quick: bool, numerics: bool, speed: bool, 
            ) -> dict[str, Any]:
     """The MX section of the report (skipped, with the reason, on an arch without scaled
     MFMAs)."""
-    from inductor_flydsl.flydsl_backend.mx_eligibility import MX_ARCHS
+    from inductor_flydsl.flydsl_backend.offer.mx_eligibility import MX_ARCHS
 
     if arch not in MX_ARCHS:
         return {"skipped": f"{arch} has no scaled MFMA (MX kernels are gfx950 only)"}

@@ -121,8 +121,8 @@ def preflight(device_index: int = 0) -> Preflight:
     except ImportError as exc:
         return Preflight(False, f"no ROCm: torch is not importable ({exc})")
     # the plugin's own constants (importing them loads no FlyDSL and launches nothing)
-    from inductor_flydsl.flydsl_backend.eligibility import SUPPORTED_ARCHS, hip_major
-    from inductor_flydsl.flydsl_backend.flydsl_runtime import HIP_LIBRARY
+    from inductor_flydsl.flydsl_backend.build.flydsl_runtime import HIP_LIBRARY
+    from inductor_flydsl.flydsl_backend.offer.eligibility import SUPPORTED_ARCHS, hip_major
 
     hip = getattr(torch.version, "hip", None)
     if not hip:
@@ -137,7 +137,7 @@ def preflight(device_index: int = 0) -> Preflight:
     # one HIP runtime: torch's must be the libamdhip64.so.7 FlyDSL binds, checked on the
     # process's mappings before that name is loaded (hip_library.py: which torch builds
     # map which library), and again after
-    from inductor_flydsl.flydsl_backend.hip_library import hip_runtime_reasons, process_maps
+    from inductor_flydsl.flydsl_backend.offer.hip_library import hip_runtime_reasons, process_maps
 
     conflicts = hip_runtime_reasons(process_maps())
     if not conflicts:

@@ -1,0 +1,1 @@
+"""The Inductor-facing side of the FlyDSL backend: its choice classes and its choice provider."""

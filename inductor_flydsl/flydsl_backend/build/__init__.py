@@ -1,0 +1,1 @@
+"""Compiling FlyDSL kernels: build pool and server, cross-compiles, the compile catalog."""

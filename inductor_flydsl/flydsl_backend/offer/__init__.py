@@ -1,0 +1,1 @@
+"""Which configs a GEMM problem is offered: eligibility, search space, resources, ranking."""

@@ -1,0 +1,1 @@
+"""Launching FlyDSL kernels: the custom ops, the kernel runner, FlyDSL's runtime."""

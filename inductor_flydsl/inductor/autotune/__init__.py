@@ -1,0 +1,1 @@
+"""GEMM autotuning as the plugin sees it: candidates, selections, recording, serving and lookup."""

@@ -1,0 +1,1 @@
+"""Epilogue fusion: fusable regions, their pass and lowering, the scheduler's decisions."""

@@ -1,0 +1,1 @@
+"""vLLM's GEMM ops made visible to Inductor's GEMM autotuning."""
