@@ -187,6 +187,15 @@ def free_text(text: str) -> str:
     return text
 
 
+def module_names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of importable (dotted) module names."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    bad = [n for n in names if not all(p.isidentifier() for p in n.split("."))]
+    if bad:
+        raise ValueError(f"not module names: {', '.join(bad)}")
+    return names
+
+
 # ---- the variables ---------------------------------------------------------------------------
 DEFAULT_PRIOR_TOP_K = 2
 DEFAULT_CANDIDATES, MAX_CANDIDATES = 12, 64
@@ -238,13 +247,18 @@ REPEATS = EnvSetting("INDUCTOR_FLYDSL_REPEATS", 5, whole_number(1),
 LOG = EnvSetting("INDUCTOR_FLYDSL_LOG", "off", one_of("off", "summary"),
                  "summary: one line on stderr per compile: GEMM selections served from the "
                  "DB (hits), misses, benchmarked, recorded", display_only=True)
+TEMPLATE_PACKAGES = EnvSetting[tuple[str, ...]](
+    "INDUCTOR_FLYDSL_TEMPLATE_PACKAGES", (), module_names,
+    "comma-separated packages of extra FlyDSL templates: each holds its kernel files and "
+    "a TEMPLATE_SPECS list (flydsl_backend/specs/registry.py)")
 BUSY_NOTE = EnvSetting("INDUCTOR_FLYDSL_BUSY_NOTE", "", free_text,
                        "set by the sweep runner: why the machine was busy before an item "
                        "(its selection is recorded low-confidence)", internal=True)
 
 ENV_SETTINGS: tuple[EnvSetting[Any], ...] = (
     ENABLE, DB, MODE, SHIPPED, REUSE, PRIORS, PRIOR_TOP_K, BUCKETS, CANDIDATES, TOP_K, BUILD_JOBS,
-    BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, LOG, BUSY_NOTE)
+    BUILD_TIMEOUT_S, MAX_KERNELS, CACHE_DIR, ON_BUSY, BUSY_CPU, REPEATS, LOG,
+    TEMPLATE_PACKAGES, BUSY_NOTE)
 
 # Variables of this project's scripts, not of the plugin: known, so never called a typo.
 SCRIPT_VARIABLES = {

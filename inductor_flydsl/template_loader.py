@@ -27,20 +27,28 @@ def _template_file(name: str) -> Path:
     raise ValueError(f"unknown template {name!r}")
 
 
+def template_packages() -> tuple[str, ...]:
+    """The packages templates are looked up in: the shipped one, then those named in
+    ``INDUCTOR_FLYDSL_TEMPLATE_PACKAGES`` (extra templates: the template registry)."""
+    from . import settings
+
+    return (*_TEMPLATE_PACKAGES, *settings.TEMPLATE_PACKAGES.value())
+
+
 def load_template(name: str) -> ModuleType:
-    """Import a template module by name (installed package or source checkout). Either
-    way a template is a module of a package, so templates import their siblings with
-    ``from . import ...``."""
+    """Import a template module by name (installed package or source checkout, then the
+    extra template packages). Either way a template is a module of a package, so
+    templates import their siblings with ``from . import ...``."""
     if not name.isidentifier():
         raise ValueError(f"invalid template name {name!r}")
-    for package in _TEMPLATE_PACKAGES:
+    for package in template_packages():
         module_name = f"{package}.{name}"
         if module_name in sys.modules:
             return sys.modules[module_name]
         if importlib.util.find_spec(package) is not None:
             with contextlib.suppress(ModuleNotFoundError):
                 return importlib.import_module(module_name)
-    path = _template_file(name)
+    path = _template_file(name)  # a source checkout's templates/
     _checkout_package(path.parent)
     return importlib.import_module(f"{_CHECKOUT_PACKAGE}.{name}")
 

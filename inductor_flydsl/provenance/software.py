@@ -80,14 +80,63 @@ class SoftwareInfo:
 
 
 _source_hashes: dict[tuple[str, int, int], str] = {}
-# The source files of each template (its own, the dense kernel it builds on, the fused
-# epilogue code): its hash covers them all, so a change to shared code invalidates the
-# records of every template that uses it.
-TEMPLATE_SOURCES: dict[str, tuple[str, ...]] = {
-    "gemm_dense": ("gemm_dense", "fused_epilogue"),
-    "gemm_grouped": ("gemm_grouped", "gemm_dense", "fused_epilogue"),
-    "gemm_mx": ("gemm_mx", "gemm_dense", "fused_epilogue"),
-}
+_sibling_imports: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+
+def template_file(name: str) -> Path | None:
+    """``<name>.py`` in the shipped templates, else in a package of
+    ``INDUCTOR_FLYDSL_TEMPLATE_PACKAGES`` (extra templates); None when there is none."""
+    if not name.isidentifier():
+        return None
+    roots = [templates_dir()]
+    from .. import settings
+
+    for package in settings.TEMPLATE_PACKAGES.value():
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            roots.append(Path(next(iter(spec.submodule_search_locations))))
+    for root in roots:
+        if root is not None and (root / f"{name}.py").is_file():
+            return root / f"{name}.py"
+    return None
+
+
+def _siblings(path: Path) -> tuple[str, ...]:
+    """The template files ``path`` imports with ``from . import x`` / ``from .x import``,
+    in the order it imports them (cached by the file's mtime and size)."""
+    import ast
+
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _sibling_imports:
+        found: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found += [node.module] if node.module else [a.name for a in node.names]
+        _sibling_imports[key] = tuple(dict.fromkeys(found))
+    return _sibling_imports[key]
+
+
+def template_sources(name: str) -> tuple[str, ...] | None:
+    """The template files ``name``'s code comes from: itself, then every template file it
+    imports, transitively, breadth first in import order (``gemm_grouped`` imports
+    ``gemm_dense``, which imports ``fused_epilogue``). None when a file is missing."""
+    order: list[str] = []
+    todo = [name]
+    while todo:
+        current = todo.pop(0)
+        if current in order:
+            continue
+        path = template_file(current) if current == name else \
+            (template_file(name).parent / f"{current}.py")  # type: ignore[union-attr]
+        if path is None or not path.is_file():
+            return None
+        order.append(current)
+        todo += [s for s in _siblings(path) if s not in order]
+    return tuple(order)
 
 
 def _file_hash(path: Path) -> str | None:
@@ -104,13 +153,14 @@ def _file_hash(path: Path) -> str | None:
 def template_source_hash(name: str) -> str | None:
     """First 16 hex digits of the sha256 of ``templates/<name>.py`` (what a FlyDSL
     candidate records as its ``template_hash``), or None when there is no such template.
-    A template built from others' code (``TEMPLATE_SOURCES``) hashes the digests of all
-    its sources. Cached by each file's mtime and size, so an edited template is hashed
-    again."""
-    root = templates_dir()
-    if root is None or not name.isidentifier():
+    A template built from others' code (:func:`template_sources`: the template files it
+    imports) hashes the digests of all its sources. Cached by each file's mtime and size,
+    so an edited template is hashed again."""
+    sources = template_sources(name)
+    path = template_file(name)
+    if sources is None or path is None:
         return None
-    digests = [_file_hash(root / f"{part}.py") for part in TEMPLATE_SOURCES.get(name, (name,))]
+    digests = [_file_hash(path.parent / f"{part}.py") for part in sources]
     if any(d is None for d in digests):
         return None
     if len(digests) == 1:

@@ -158,8 +158,15 @@ def test_source_hash_is_its_sources_digest_and_follows_an_edit(
     root = software.templates_dir()
     assert root is not None
 
+    # each template's sources, in the order its hash takes them (the shipped DBs' records
+    # carry these hashes: the order is part of the identity)
+    sources = {"gemm_dense": ("gemm_dense", "fused_epilogue"),
+               "gemm_grouped": ("gemm_grouped", "gemm_dense", "fused_epilogue"),
+               "gemm_mx": ("gemm_mx", "gemm_dense", "fused_epilogue")}
+    assert {n: software.template_sources(n) for n in sources} == sources
+
     def expected(name: str, where: Path) -> str:
-        parts = software.TEMPLATE_SOURCES.get(name, (name,))
+        parts = sources[name]
         digests = [_sha16((where / f"{part}.py").read_bytes()) for part in parts]
         return digests[0] if len(digests) == 1 else _sha16(" ".join(digests).encode())
 
