@@ -192,7 +192,8 @@ def module_names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     bad = [n for n in names if not all(p.isidentifier() for p in n.split("."))]
     if bad:
-        raise ValueError(f"not module names: {', '.join(bad)}")
+        raise ValueError("use importable package names, separated by commas "
+                         f"({', '.join(bad)} is not one)")
     return names
 
 

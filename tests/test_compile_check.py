@@ -23,13 +23,18 @@ from inductor_flydsl.db.verify import verify_path
 from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.build.cross_compile import CompileResult
 from inductor_flydsl.flydsl_backend.offer import configs, suites
+from inductor_flydsl.flydsl_backend.offer import configs as configs_mod
+from inductor_flydsl.flydsl_backend.offer.resources import estimate
+from inductor_flydsl.flydsl_backend.specs import registry
 from inductor_flydsl.numerics import tolerances
 from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import template_source_hash
 from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-gemm = catalog._tpl
+gemm = catalog.load_template(catalog.TEMPLATE)
+REPRESENTATIVE = registry.spec(catalog.TEMPLATE).representative()
+MAIN_VARIANT = registry.spec(catalog.TEMPLATE).main_variant
 needs_lld = pytest.mark.skipif(toolchain.find_ld_lld() is None,
                                reason=f"no AMDGPU-capable ld.lld: {toolchain.FIX_HINT}")
 
@@ -44,7 +49,7 @@ def _rows(db_path: Path) -> dict[tuple, dict]:
 
 
 def _job(config, arch, *, dtype="bf16", layout="nt", op="mm"):
-    _, _, fits, reasons = catalog.estimate(config, dtype, arch)
+    _, _, fits, reasons = estimate(config, dtype, arch)
     return catalog.Job(catalog.TEMPLATE, tuple(config.to_json().items()), arch, dtype, layout,
                        op, None if fits else "; ".join(reasons))
 
@@ -58,9 +63,9 @@ def test_default_job_set_covers_every_config_and_variant():
     jobs = catalog.build_jobs(["gfx950", "gfx942"])
     for arch in ("gfx950", "gfx942"):
         mine = [j for j in jobs if j.arch == arch]
-        main = [j for j in mine if (j.dtype, j.layout, j.op) == catalog.MAIN_VARIANT]
-        assert [gemm.GemmConfig(**j.config_json) for j in main] == list(catalog.configs_mod.DEFAULT)
-        others = {(j.dtype, j.layout, j.op) for j in mine} - {catalog.MAIN_VARIANT}
+        main = [j for j in mine if (j.dtype, j.layout, j.op) == MAIN_VARIANT]
+        assert [gemm.GemmConfig(**j.config_json) for j in main] == list(configs_mod.DEFAULT)
+        others = {(j.dtype, j.layout, j.op) for j in mine} - {MAIN_VARIANT}
         assert len(others) == len(gemm.DTYPES) * len(gemm.LAYOUTS) * len(gemm.OPS) - 1
         assert len(mine) == len(configs.DEFAULT) + 23
     rejected = [j for j in jobs if j.rejected]
@@ -87,7 +92,7 @@ LDS_OVERFLOW = gemm.GemmConfig(tile_m=16, tile_n=128, tile_k=128, waves_m=1, wav
 def sample_run(tmp_path_factory):
     db_path = tmp_path_factory.mktemp("catalog") / "catalog.db"
     jobs = catalog.build_jobs(["gfx950"], limit=3) + catalog.build_jobs(["gfx942"], limit=1)
-    jobs.append(_job(catalog.REPRESENTATIVE, "gfx942", dtype="fp16", layout="tn", op="addmm"))
+    jobs.append(_job(REPRESENTATIVE, "gfx942", dtype="fp16", layout="tn", op="addmm"))
     failing = _job(LDS_OVERFLOW, "gfx942")
     assert failing.rejected  # the resource model rejects it: compiled only on request
     jobs.append(failing)
@@ -185,7 +190,7 @@ def test_worker_crash_and_timeout_are_recorded_and_the_run_goes_on(tmp_path, mon
                    group_m=1), "gfx950")
     hang = _job(c(tile_m=32, tile_n=64, tile_k=128, waves_m=1, waves_n=2, stages=2,
                   group_m=1), "gfx950")
-    fine = [_job(cfg, "gfx950") for cfg in catalog.configs_mod.DEFAULT if cfg.tile_m >= 64][:4]
+    fine = [_job(cfg, "gfx950") for cfg in configs_mod.DEFAULT if cfg.tile_m >= 64][:4]
     jobs = [crash, hang, *fine]
     run = catalog.run_catalog(jobs, workers=2, timeout_s=4, db_path=tmp_path / "c.db",
                               progress=False, compile_fn=f"{__name__}:fake_compile")
@@ -347,7 +352,7 @@ def test_numerics_harness_operands_and_reference(monkeypatch, layout, op):
 
     monkeypatch.setattr(gemm, "launch", torch_launch)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    config = catalog.REPRESENTATIVE
+    config = REPRESENTATIVE
     for i, shape in enumerate(suites.NUMERICS_SHAPES[:4]):
         row = vr.numerics_case(config, dtype="bf16", layout=layout, op=op, shape=shape,
                                device="cpu", pad=8 if i % 2 else 0, batch=2, seed=i)
@@ -368,7 +373,7 @@ def test_numerics_harness_operands_and_reference(monkeypatch, layout, op):
 def test_validate_rocm_report_formats():
     vr = _load_validate_rocm()
     speed = {"rows": [{"shape": [8, 4096, 4096], "flydsl_ms": 0.01,
-                       "flydsl_config": catalog.REPRESENTATIVE.to_json(), "aten_ms": 0.012,
+                       "flydsl_config": REPRESENTATIVE.to_json(), "aten_ms": 0.012,
                        "triton_ms": None, "speedup": 1.2}],
              "geomean_speedup": 1.2, "wins": 1, "ties": 0, "losses": 0}
     text = vr.markdown_report({"preflight": {"message": "MI355X (gfx950)"}, "quick": True,

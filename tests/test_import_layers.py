@@ -25,10 +25,12 @@ longest dotted prefix of its name (below ``inductor_flydsl``) in :data:`LAYERS`:
 9. inductor.fusion: fused-epilogue selections and the scheduler's fusion decisions
 10. inductor.hooks (installs all of the above into Inductor) and
     inductor.vllm.vllm_passes (joins vLLM's compile with fusion's pass)
-11. flydsl_backend.offer: FlyDSL eligibility (and the HIP runtime check), the config space
-    and resources, the offering (ranked by the model)
-12. flydsl_backend.build: builds (pool, server, FlyDSL's compile split), cross-compiles
-    and the compile catalog
+11. flydsl_backend.specs.registry: the template registry (imports nothing of the backend:
+    it loads the specs by module name); flydsl_backend.offer: FlyDSL eligibility (and the
+    HIP runtime check), the config space and resources, the offering (ranked by the model)
+12. flydsl_backend.specs: one spec per template (its eligibility, configs, model variant,
+    emulator driver...); flydsl_backend.build: builds (pool, server, FlyDSL's compile
+    split), cross-compiles and the compile catalog
 13. flydsl_backend.run: the ops and the kernel runner (launches); flydsl_backend.direct
 14. flydsl_backend.autotune: the FlyDSL choices and choice provider handed to Inductor
 15. the package root, plugin_choices, autoload, report (and vllm_op_report, its vLLM table)
@@ -50,7 +52,8 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("timing.timing_parity", "timing.fusion_timing", "timing.remeasure"), 6),
     "inductor.autotune": 7, "inductor.vllm": 8, "inductor.fusion": 9,
     "inductor.hooks": 10, "inductor.vllm.vllm_passes": 10,
-    "flydsl_backend": 11, "flydsl_backend.offer": 11, "flydsl_backend.build": 12,
+    "flydsl_backend": 11, "flydsl_backend.offer": 11, "flydsl_backend.specs.registry": 11,
+    "flydsl_backend.specs": 12, "flydsl_backend.build": 12,
     "flydsl_backend.run": 13, "flydsl_backend.direct": 13, "flydsl_backend.autotune": 14,
     "": 15, "plugin_choices": 15, "autoload": 15, "report": 15, "vllm_op_report": 15,
     "sweep": 16, "cli": 17, "__main__": 17,

@@ -37,28 +37,27 @@ COMMAND_NAMES = ("compile-check",)
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.specs import registry
 
-    tpl = catalog._tpl
-    mx_dtypes = catalog.load_template(catalog.MX_TEMPLATE).DTYPES
+    axes = catalog.variant_axes()  # every registered template's
     p = subparsers.add_parser(
         "compile-check",
         help="cross-compile FlyDSL configs on the CPU; record ISA resources in the DB",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--template", choices=catalog.TEMPLATES, default=catalog.TEMPLATE,
+    p.add_argument("--template", choices=registry.names(), default=catalog.TEMPLATE,
                    help="template to compile: the dense GEMM (default), the grouped "
-                        "(mixture-of-experts) GEMM or the block-scaled MX GEMM")
-    p.add_argument("--arch", action="append", choices=tpl.ARCHS, default=None,
+                        "(mixture-of-experts) GEMM, the block-scaled MX GEMM, or one a "
+                        "package of INDUCTOR_FLYDSL_TEMPLATE_PACKAGES registers")
+    p.add_argument("--arch", action="append", choices=axes["archs"], default=None,
                    help="target arch, repeatable (default: gfx950)")
     p.add_argument("--search-space", type=str.upper, choices=catalog.SEARCH_SPACES,
                    default="DEFAULT", help="DEFAULT list (27 configs) or EXHAUSTIVE (3880)")
-    p.add_argument("--dtype", action="append", choices=(*tpl.DTYPES, *mx_dtypes), default=None,
+    p.add_argument("--dtype", action="append", choices=axes["dtypes"], default=None,
                    help="only these dtypes (repeatable; MX: <a format>x<b format>_<out>)")
-    mx_layouts = catalog.load_template(catalog.MX_TEMPLATE).LAYOUTS
-    p.add_argument("--layout", action="append",
-                   choices=tuple(dict.fromkeys((*tpl.LAYOUTS, *mx_layouts))), default=None,
+    p.add_argument("--layout", action="append", choices=axes["layouts"], default=None,
                    help="only these layouts (repeatable; MX: nt, or nt_b32 with B's "
                         "scales per 32x32 block)")
-    p.add_argument("--op", action="append", choices=(*tpl.OPS, "grouped_mm"), default=None,
+    p.add_argument("--op", action="append", choices=axes["ops"], default=None,
                    help="only these ops (repeatable)")
     p.add_argument("--full", action="store_true",
                    help="every config for every (dtype, layout, op) variant")

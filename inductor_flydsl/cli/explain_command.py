@@ -83,10 +83,11 @@ def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layou
                      op: str, *, emulate: bool, dump_dir: Path | None) -> list[Any]:
     """Compile (and with ``emulate`` emulate) each config in worker processes; one
     CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
-    from ..flydsl_backend.autotune.choices import template_for
     from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.specs import registry
 
-    jobs = [catalog.Job(template_for(op), tuple(sorted(c.items())), arch, dtype, layout, op)
+    template = registry.for_custom_op(op)[0].name
+    jobs = [catalog.Job(template, tuple(sorted(c.items())), arch, dtype, layout, op)
             for c in configs]
     compile_fn = catalog.EMULATE_COMPILE_FN if emulate else catalog.DEFAULT_COMPILE_FN
     run = catalog.run_catalog(jobs, db_path=None, progress=False, compile_fn=compile_fn,
@@ -124,7 +125,7 @@ def _grid(config: dict[str, int], m: int, n: int, batch: int, groups: int = 0
     grouped GEMM the upper bound it launches, see ``gemm_dense.launch_geometry``)."""
     from ..flydsl_backend.build import catalog
 
-    tpl = catalog._tpl
+    tpl = catalog.load_template(catalog.TEMPLATE)
     try:
         grid, _ = tpl.launch_geometry(tpl.GemmConfig.from_json(dict(config)), m, n, batch,
                                       groups=groups)

@@ -44,6 +44,7 @@ BAD = {
     "INDUCTOR_FLYDSL_BUSY_CPU": "-0.5",
     "INDUCTOR_FLYDSL_REPEATS": "1.5",
     "INDUCTOR_FLYDSL_LOG": "verbose",
+    "INDUCTOR_FLYDSL_TEMPLATE_PACKAGES": "my-templates",
 }
 FREE_TEXT = {"INDUCTOR_FLYDSL_BUSY_NOTE"}  # set by the sweep runner for its workers
 

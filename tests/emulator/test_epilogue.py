@@ -21,10 +21,11 @@ import pytest
 import torch
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend.build import catalog, toolchain
+from inductor_flydsl.flydsl_backend.build import toolchain
 from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
 from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
+from inductor_flydsl.flydsl_backend.specs.gemm_dense import REPRESENTATIVE
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.problems.keys import stable_id
 from inductor_flydsl.template_loader import load_template
@@ -37,7 +38,7 @@ gemm = load_template("gemm_dense")
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = gemm.GemmConfig(tile_m=16, tile_n=32, tile_k=128, waves_m=1, waves_n=1, stages=2,
                         group_m=1)  # DEFAULT[0]: the fastest to compile and emulate
-MEDIUM = catalog.REPRESENTATIVE  # 64x128x64, 2x2 waves
+MEDIUM = REPRESENTATIVE  # 64x128x64, 2x2 waves
 
 
 def spec(steps: list, operands: tuple[tuple[str, str], ...] = (),

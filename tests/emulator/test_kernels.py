@@ -12,6 +12,7 @@ import pytest
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
 from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
 from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.specs.gemm_dense import REPRESENTATIVE
 from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")
@@ -19,7 +20,7 @@ if toolchain.find_ld_lld() is None:
     pytest.skip(f"no AMDGPU-capable ld.lld: {toolchain.FIX_HINT}", allow_module_level=True)
 
 gemm = load_template("gemm_dense")
-CONFIG = catalog.REPRESENTATIVE  # 64x128x64, 2x2 waves, double-buffered
+CONFIG = REPRESENTATIVE  # 64x128x64, 2x2 waves, double-buffered
 
 
 @pytest.mark.full_catalog  # the shipped catalog records this run; CI checks it is current and

@@ -21,10 +21,10 @@ from inductor_flydsl.emulator.gemm import make_operands, random_epilogue_operand
 from inductor_flydsl.emulator.grouped import make_grouped_operands
 from inductor_flydsl.emulator.mx import make_mx_operands
 from inductor_flydsl.flydsl_backend.build import prebuild
-from inductor_flydsl.flydsl_backend.build.catalog import MX_REPRESENTATIVE
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.run import kernel_runner
 from inductor_flydsl.flydsl_backend.run.ops import strict_launches
+from inductor_flydsl.flydsl_backend.specs.gemm_mx import REPRESENTATIVE as MX_REPRESENTATIVE
 from inductor_flydsl.numerics.gemm import validate_epilogue_output, validate_output
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.template_loader import load_template

@@ -45,7 +45,7 @@ needs_mca = pytest.mark.skipif(loop_analysis.find_llvm_mca() is None,
 needs_compiler = pytest.mark.skipif(
     toolchain.find_ld_lld() is None, reason=f"no AMDGPU-capable ld.lld: {toolchain.FIX_HINT}")
 
-gemm = catalog._tpl
+gemm = catalog.load_template(catalog.TEMPLATE)
 BASE = {"tile_m": 64, "tile_n": 64, "tile_k": 64, "waves_m": 2, "waves_n": 2, "stages": 2,
         "group_m": 8}
 WIDE = {"tile_m": 64, "tile_n": 128, "tile_k": 64, "waves_m": 2, "waves_n": 2, "stages": 2,

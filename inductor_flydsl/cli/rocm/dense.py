@@ -103,7 +103,7 @@ def numerics_plan(arch: str, quick: bool) -> list[tuple[Any, str, str, str]]:
     from inductor_flydsl.flydsl_backend.build import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick)
-    tpl = catalog._tpl
+    tpl = catalog.load_template(catalog.TEMPLATE)
     return [(tpl.GemmConfig(**j.config_json), j.dtype, j.layout, j.op)
             for j in jobs if j.rejected is None]
 

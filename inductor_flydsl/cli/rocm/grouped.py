@@ -50,7 +50,7 @@ def run_grouped_numerics(arch: str, device: Any, *, quick: bool, log: Any
     from inductor_flydsl.flydsl_backend.build import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick, template="gemm_grouped")
-    tpl = catalog._tpl
+    tpl = catalog.load_template("gemm_grouped")
     plan = [(tpl.GemmConfig(**j.config_json), j.dtype, j.layout) for j in jobs
             if j.rejected is None]
     rows = []

@@ -32,35 +32,17 @@ from ...problems.keys import canonical_json, stable_id
 from ...template_loader import template_source_hash
 from ...timing.timing_parity import timed_with_graphs
 from .. import direct
-from ..run.ops import direct_call, strict_launches
+from ..run.ops import direct_call, scalar_arguments, strict_launches
 
 log = logging.getLogger("inductor_flydsl")
-TEMPLATE = "gemm_dense"
-TEMPLATES = {"grouped_mm": "gemm_grouped", "scaled_mm": "gemm_mx",
-             "scaled_mm_bias": "gemm_mx"}  # other ops: TEMPLATE
-NO_SCALAR_OPS = ("grouped_mm", "scaled_mm", "scaled_mm_bias",  # no alpha/beta arguments
-                 "gemm_epilogue")
-EPILOGUE_OP = "gemm_epilogue"  # the dense template with a fused epilogue
-
-
-def template_for(op: str) -> str:
-    """The template that builds ``op``'s kernels."""
-    return TEMPLATES.get(op, TEMPLATE)
-
-
 def _python_kernel(op: str):  # the extern kernel Inductor benchmarks
     custom_op = direct_call(op)  # what generated code calls: timed with the same host work
+    names = scalar_arguments(op)  # what the op takes after its config, by its schema
 
     def kernel(*inputs: torch.Tensor, out: torch.Tensor, config: str, alpha: float = 1.0,
                beta: float = 1.0, epilogue: str = "") -> None:
-        if op == EPILOGUE_OP:
-            custom_op(*inputs, out, config, epilogue)
-        elif op == "addmm":
-            custom_op(*inputs, out, config, alpha, beta)
-        elif op in NO_SCALAR_OPS:
-            custom_op(*inputs, out, config)
-        else:
-            custom_op(*inputs, out, config, alpha)
+        given = {"alpha": alpha, "beta": beta, "epilogue": epilogue}
+        custom_op(*inputs, out, config, *[given[name] for name in names])
 
     kernel.__name__ = f"inductor_flydsl_{op}"
     return kernel
@@ -95,18 +77,19 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
     ``self.inductor_flydsl`` (``inductor/adapter/choice_state.py``)."""
 
     def __init__(self, choice: FlydslKernelChoice, input_nodes: Sequence[Any], layout: Any,
-                 config: Any, *, alpha: float, beta: float, dynamic_m: bool = False,
-                 epilogue: str = "") -> None:
+                 config: Any, *, template: str, alpha: float, beta: float,
+                 dynamic_m: bool = False, epilogue: str = "") -> None:
         kwargs: dict[str, Any] = {"config": canonical_json(config.to_json())}
         if epilogue:
             kwargs["epilogue"] = epilogue
-        if choice.op not in NO_SCALAR_OPS:  # grouped and scaled GEMMs take no alpha
+        takes = scalar_arguments(choice.op)  # grouped and scaled GEMMs take no alpha
+        if "alpha" in takes:
             kwargs["alpha"] = alpha
-        if choice.op == "addmm":
+        if "beta" in takes:
             kwargs["beta"] = beta
         super().__init__(choice, input_nodes, layout, kwargs, has_out_variant=True)
         self.op = choice.op
-        self.template = template_for(self.op)
+        self.template = template  # the spec whose kernels it launches
         self.template_hash = template_source_hash(self.template)
         self.config_id = stable_id(config.to_json())
         c = config
@@ -168,7 +151,7 @@ class FlydslChoiceCaller(internals.ExternKernelCaller):
         for args, result in runs:
             self.to_callable()(*args, out=result)
             try:
-                if self.op == EPILOGUE_OP:
+                if "epilogue" in self.kwargs:
                     validate_epilogue_output(str(self.kwargs["epilogue"]), args, result)
                     continue
                 validate_output(self.op, args, result, float(self.kwargs.get("alpha", 1.0)),

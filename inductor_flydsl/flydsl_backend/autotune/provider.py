@@ -20,14 +20,12 @@ from ...inductor.autotune import compile_end
 from ...inductor.autotune.gemm_backends import flydsl_requested
 from ...inductor.autotune.ir_problem import problem_from_ir
 from ..offer.eligibility import (
-    SUPPORTED_OPS,
-    TORCH_TO_TEMPLATE_DTYPE,
     problem_reasons,
     runtime_reasons,
 )
-from ..offer.mx_eligibility import mx_layout
-from ..offer.mx_eligibility import variant_dtype as mx_variant_dtype
 from ..offer.offering import configs_per_problem, model_timing, offered_configs
+from ..specs import registry
+from ..specs.registry import TemplateSpec
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -114,92 +112,97 @@ def flydsl_choices(name: str, input_nodes: Sequence[Any], layout: Any,
                    choices: Sequence[Any]) -> list[Any]:
     if name == EPILOGUE_SELECTION:
         return fused_epilogue_choices(input_nodes, layout)
-    if not backend_requested() or name not in SUPPORTED_OPS:
+    if not backend_requested() or name not in registry.selections():
         return []
     arch, reasons = runtime_target(layout.device)
     reasons += inductor_config_reasons()
     problem = problem_from_ir(name, input_nodes, layout, choices)
-    kernel_op = name
     if name == "grouped_mm" and len(input_nodes) == 2:
         # 3-D x 3-D without offsets: every group has the same M, which is a bmm; the
         # dense template serves it (the key stays grouped_mm's)
-        problem, kernel_op = dataclasses.replace(problem, op="bmm"), "bmm"
-    if not reasons:
-        reasons = problem_reasons(problem, offsets=_offsets(input_nodes), arch=arch)
-    if name == "scaled_mm" and len(input_nodes) == 5:
-        kernel_op = "scaled_mm_bias"  # its own custom op (the bias is a positional input)
+        problem = dataclasses.replace(problem, op="bmm")
     if name == "addmm" and not problem.epilogue:
         reasons.append("no ATen choice to take alpha/beta from (ATen backend off)")
+    specs = registry.serving(problem)
+    if not reasons and not specs:
+        reasons = problem_reasons(problem)
+    if reasons:
+        log.debug("inductor_flydsl: no FlyDSL choices for %s: %s", problem.summary(),
+                  "; ".join(reasons))
+        return []
+    made = [caller for spec in specs
+            for caller in _template_choices(spec, problem, input_nodes, layout, str(arch))]
+    if made:
+        start_build_server()
+    return made
+
+
+def _template_choices(spec: TemplateSpec, problem: Any, input_nodes: Sequence[Any],
+                      layout: Any, arch: str) -> list[Any]:
+    """The choices one template (``spec``) offers an eligible problem: its offered
+    configs (``offering.offer``), each a FlyDSL caller of the custom op it launches."""
+    reasons = spec.reasons(problem, offsets=_offsets(input_nodes), arch=arch)
     if reasons:
         log.debug("inductor_flydsl: no FlyDSL choices for %s: %s", problem.summary(),
                   "; ".join(reasons))
         return []
     from .choices import FlydslChoiceCaller, kernel_choice
 
-    config = internals.config
-
+    kernel_op = spec.kernel_op(problem, len(input_nodes))
     configs, preselected = offered_configs(
-        problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
-        limit=configs_per_problem(), timing=model_timing(selection_timing()))
+        problem, arch, search_space=str(internals.config.max_autotune_gemm_search_space),
+        limit=configs_per_problem(), timing=model_timing(selection_timing()), spec=spec)
     epilogue = dict(problem.epilogue)
     made = [FlydslChoiceCaller(kernel_choice(kernel_op), input_nodes, layout, c,
-                               alpha=float(epilogue.get("alpha", 1.0)),
+                               template=spec.name, alpha=float(epilogue.get("alpha", 1.0)),
                                beta=float(epilogue.get("beta", 1.0)),
                                dynamic_m=problem.dynamic) for c in configs]
-    _describe_variants(made, kernel_op, problem)
+    _describe_variants(made, spec, kernel_op, problem)
     # Built in parallel only once the tuning DB has narrowed the choices (an exact winner,
     # a prior's short list): the hooks call this with the candidates Inductor will run.
+    _hand_out(made, configs, preselected, arch, spec, kernel_op, problem)
+    log.debug("inductor_flydsl: %d FlyDSL %s choices for %s (%s preselected by the model)",
+              len(made), spec.name, problem.summary(), preselected or "none")
+    return made
+
+
+def _hand_out(made: Sequence[Any], configs: Sequence[Any], preselected: int, arch: str,
+              spec: TemplateSpec, op: str, problem: Any, epilogue: str = "") -> None:
+    """Give each candidate its build starter (``prepare``: the parallel builds of the
+    candidates Inductor will run) and whether the model preselected it."""
     by_id = {caller.config_id: config for caller, config in zip(made, configs, strict=True)}
 
     def prepare(selected: Sequence[Any]) -> None:
-        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch), kernel_op,
-                      problem)
+        _start_builds(selected, [by_id[c.config_id] for c in selected], arch, spec, op,
+                      problem, epilogue)
 
     for index, caller in enumerate(made):
         caller.inductor_flydsl.prepare = prepare
         caller.inductor_flydsl.preselected = index < preselected if preselected else None
-    if made:
-        start_build_server()
-    log.debug("inductor_flydsl: %d FlyDSL choices for %s (%s preselected by the model)",
-              len(made), problem.summary(), preselected or "none")
-    return made
 
 
-def variant_of(op: str, problem: Any, epilogue: str = "") -> tuple[str, str, str]:
-    """``(dtype, layout, op)`` of the template variant that computes the custom op ``op``
-    for ``problem`` (with ``epilogue`` fused, if any)."""
-    if problem.op == "scaled_mm":  # the MX template's variant: formats, output, scales
-        return (mx_variant_dtype(problem), mx_layout(problem),
-                "addmm" if op == "scaled_mm_bias" else "mm")
-    if epilogue:  # the dense template's mm variant with the epilogue fused
-        return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, "mm"
-    return TORCH_TO_TEMPLATE_DTYPE[problem.dtype], problem.layout, op
-
-
-def _describe_variants(made: Sequence[Any], op: str, problem: Any, epilogue: str = "") -> None:
+def _describe_variants(made: Sequence[Any], spec: TemplateSpec, op: str, problem: Any,
+                       epilogue: str = "") -> None:
     """Each candidate's config text names its variant, so a graph loaded from the FX-graph
     cache can have its variants built before its first call (loaded_variants.py)."""
-    from .choices import template_for
-
     try:
-        dtype, layout, variant_op = variant_of(op, problem, epilogue)
+        dtype, layout, variant_op = spec.launch_variant(op, problem, epilogue)
     except (KeyError, ValueError) as exc:  # built at the first launch instead
         log.debug("inductor_flydsl: variant of %s not described: %s", op, exc)
         return
     for caller in made:
-        caller.describe_variant(template_for(op), dtype, layout, variant_op)
+        caller.describe_variant(spec.name, dtype, layout, variant_op)
 
 
-def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, op: str,
-                  problem: Any, epilogue: str = "") -> None:
+def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, spec: TemplateSpec,
+                  op: str, problem: Any, epilogue: str = "") -> None:
     """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
     from ..build.prebuild import start_builds
-    from .choices import template_for
 
     try:
-        dtype, layout, variant_op = variant_of(op, problem, epilogue)
-        builds = start_builds(template_for(op), configs, arch=arch, dtype=dtype,
-                              layout=layout, op=variant_op, epilogue=epilogue)
+        dtype, layout, variant_op = spec.launch_variant(op, problem, epilogue)
+        builds = start_builds(spec.name, configs, arch=arch, dtype=dtype, layout=layout,
+                              op=variant_op, epilogue=epilogue)
     except Exception as exc:  # never fail the compile: candidates build on first launch
         log.warning("inductor_flydsl: could not start parallel builds: %s", exc)
         return
@@ -275,7 +278,7 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     epilogue fused (dense template, ``mm`` variant with the epilogue)."""
     from ...inductor.autotune.selection import active_epilogue
     from ...template_loader import load_template
-    from .choices import FlydslChoiceCaller, kernel_choice, template_for
+    from .choices import FlydslChoiceCaller, kernel_choice
 
     config = internals.config
 
@@ -292,29 +295,23 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
         reasons = problem_reasons(problem, offsets=_offsets([a, b]), arch=arch)
         reasons += _operand_reasons(input_nodes, current.spec)
     choices_op = EPILOGUE_SELECTION
-    template = load_template(template_for(choices_op))
+    spec = registry.for_custom_op(choices_op)[0]  # the template that fuses epilogues
+    template = load_template(spec.name)
     configs, preselected = ([], 0) if reasons else offered_configs(
         problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),
         limit=configs_per_problem(), epilogue=current.spec,
         accept=lambda c: template.epilogue_reason(c, op="mm", epilogue=spec_text) is None,
-        timing=model_timing(selection_timing()))
+        timing=model_timing(selection_timing()), spec=spec)
     if not configs:
         log.debug("inductor_flydsl: no fused FlyDSL choices for %s with %s: %s",
                   problem.summary(), current.spec.summary(),
                   "; ".join(reasons) or "no config takes this epilogue")
         return []
     made = [FlydslChoiceCaller(kernel_choice(choices_op), input_nodes, layout, c,
-                               alpha=1.0, beta=0.0, epilogue=spec_text) for c in configs]
-    _describe_variants(made, choices_op, problem, epilogue=spec_text)
-    by_id = {caller.config_id: c for caller, c in zip(made, configs, strict=True)}
-
-    def prepare(selected: Sequence[Any]) -> None:
-        _start_builds(selected, [by_id[c.config_id] for c in selected], str(arch),
-                      choices_op, problem, epilogue=spec_text)
-
-    for index, caller in enumerate(made):
-        caller.inductor_flydsl.prepare = prepare
-        caller.inductor_flydsl.preselected = index < preselected if preselected else None
+                               template=spec.name, alpha=1.0, beta=0.0, epilogue=spec_text)
+            for c in configs]
+    _describe_variants(made, spec, choices_op, problem, epilogue=spec_text)
+    _hand_out(made, configs, preselected, str(arch), spec, choices_op, problem, spec_text)
     start_build_server()
     log.debug("inductor_flydsl: %d fused FlyDSL choices for %s with %s", len(made),
               problem.summary(), current.spec.summary())

@@ -52,17 +52,12 @@ from typing import Any
 
 from ...problems.keys import canonical_json, stable_id
 from ...template_loader import load_template, template_source_hash
-from ..offer import configs as configs_mod
-from ..offer.resources import estimate
+from ..specs import registry
 from .build_pool import PoolEvent, run_pool
 from .cross_compile import CompileResult
 
-TEMPLATE = "gemm_dense"
-TEMPLATES = ("gemm_dense", "gemm_grouped", "gemm_mx")
+TEMPLATE = "gemm_dense"  # compile-check's default template
 SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
-MAIN_VARIANT = ("bf16", "nt", "mm")  # (dtype, layout, op)
-MAIN_VARIANTS = {"gemm_dense": MAIN_VARIANT, "gemm_grouped": ("bf16", "nt", "grouped_mm"),
-                 "gemm_mx": ("e4m3xe4m3_bf16", "nt", "mm")}
 DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.build.cross_compile:compile_config"
 EMULATE_COMPILE_FN = "inductor_flydsl.flydsl_backend.build.emulated:compile_and_emulate"
 BUILD_FN = "inductor_flydsl.flydsl_backend.build.prebuild:build_config"  # prebuild.py
@@ -73,16 +68,6 @@ BATCH_SECONDS = 5.0
 REJECTED_PREFIX = "rejected by resource model: "
 # Job outcomes.
 OK, FAILED, REJECTED, CRASHED, TIMEOUT = "ok", "failed", "rejected", "crashed", "timeout"
-
-MX_TEMPLATE = "gemm_mx"
-_tpl = load_template(TEMPLATE)
-# A DEFAULT-list config that fits gfx950 and gfx942 (LDS 55 KiB) with the double-buffered
-# main loop: compiled once for every non-main variant.
-REPRESENTATIVE = _tpl.GemmConfig(tile_m=64, tile_n=128, tile_k=64, waves_m=2, waves_n=2,
-                                 stages=2, group_m=8)
-MX_REPRESENTATIVE = load_template(MX_TEMPLATE).MxConfig(tile_m=64, tile_n=128, tile_k=256,
-                                                        waves_m=1, waves_n=2, stages=2)
-
 
 @dataclass(frozen=True)
 class Job:
@@ -154,17 +139,22 @@ class JobResult:
 def search_space_configs(search_space: str, template: str = TEMPLATE) -> list[Any]:
     """The search space's configs before the resource model (which is per arch)."""
     space = search_space.upper()
-    if template == MX_TEMPLATE:
-        if space not in SEARCH_SPACES:
-            raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
-        return list(configs_mod.DEFAULT_MX)  # no wider MX space yet
-    grouped = template == "gemm_grouped"
-    if space == "DEFAULT":
-        return list(configs_mod.DEFAULT_GROUPED if grouped else configs_mod.DEFAULT)
-    if space == "EXHAUSTIVE":
-        valid = configs_mod.valid_configs()
-        return [c for c in valid if c.split_k == 1] if grouped else valid
-    raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
+    if space not in SEARCH_SPACES:
+        raise ValueError(f"unknown search space {search_space!r}; use one of {SEARCH_SPACES}")
+    return registry.spec(template).search_space(space)
+
+
+def variant_axes() -> dict[str, tuple[str, ...]]:
+    """Every arch, dtype, layout and op some registered template compiles (the
+    command line's choices)."""
+    axes: dict[str, tuple[str, ...]] = {"archs": (), "dtypes": (), "layouts": (), "ops": ()}
+    for spec in registry.specs():
+        tpl = load_template(spec.name)
+        for axis, values in (("archs", (*tpl.ARCHS, *spec.listed_archs)),
+                             ("dtypes", tpl.DTYPES), ("layouts", tpl.LAYOUTS),
+                             ("ops", tpl.OPS)):
+            axes[axis] = tuple(dict.fromkeys((*axes[axis], *values)))
+    return axes
 
 
 def _axis(given: Iterable[str] | None, allowed: tuple[str, ...], main: str, full: bool,
@@ -184,14 +174,14 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
                limit: int | None = None, template: str = TEMPLATE) -> list[Job]:
     """List the compile jobs of one template (see the module docstring for the variant
     rules; the grouped template's main variant is bf16 ``nt`` ``grouped_mm``)."""
-    if template not in TEMPLATES:
-        raise ValueError(f"unknown template {template!r}; use {', '.join(TEMPLATES)}")
+    spec = registry.spec(template)  # UnknownTemplate (a ValueError) names the others
     tpl = load_template(template)
-    main = MAIN_VARIANTS[template]
+    main = spec.main_variant
     archs = list(dict.fromkeys(archs))
     for arch in archs:
-        # an MX job for an arch without scaled MFMAs is listed, rejected with the reason
-        if arch not in tpl.ARCHS and not (template == MX_TEMPLATE and arch in _tpl.ARCHS):
+        # a job for an arch the template has no kernels for (MX on gfx942: no scaled
+        # MFMAs) is listed, rejected with the reason, where the spec lists that arch
+        if arch not in tpl.ARCHS and arch not in spec.listed_archs:
             raise ValueError(f"unknown arch {arch!r}; use {', '.join(tpl.ARCHS)}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
@@ -211,21 +201,14 @@ def build_jobs(archs: Iterable[str], search_space: str = "DEFAULT", *,
     for arch in archs:
         per_arch: list[Job] = []
         for dtype, layout, op_name in variants:
-            chosen = space
-            if template == MX_TEMPLATE:
-                chosen = [c for c in space if c in configs_mod.mx_default_configs(dtype)]
-            # MX: every format pairing (bf16 mm) of every layout is a main variant: all
-            # DEFAULT configs
-            mx_main = (template == MX_TEMPLATE and dtype.endswith("_bf16")
-                       and op_name == main[2])
-            if sampled and (dtype, layout, op_name) != main and not mx_main:
-                chosen = [MX_REPRESENTATIVE if template == MX_TEMPLATE else REPRESENTATIVE]
+            chosen = spec.configs_of_variant(space, dtype)
+            # a main variant compiles all its configs (MX: every bf16 mm format pairing
+            # of every layout), every other one the representative config
+            if sampled and not spec.main(dtype, layout, op_name):
+                chosen = [spec.representative()]
             for config in chosen:
-                if template == MX_TEMPLATE:
-                    reason = tpl.resource_reason(config, dtype, arch)
-                    fits, reasons = reason is None, [reason] if reason else []
-                else:
-                    _, _, fits, reasons = estimate(config, dtype, arch)
+                reasons = spec.resource_reasons(config, dtype, arch)
+                fits = not reasons
                 unsupported = tpl.split_k_reason(config, op_name)
                 if unsupported:
                     fits, reasons = False, [unsupported]

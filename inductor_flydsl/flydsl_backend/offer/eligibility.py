@@ -23,13 +23,12 @@ from typing import Any
 
 from ...problems.problem import Problem, TensorSpec
 from ...template_loader import load_template
+from ..specs import registry
 from .configs import DEFAULT_GROUPED, GemmConfig
 from .hip_library import HIP_LIBRARY, hip_runtime_reasons, process_maps
-from .mx_eligibility import MX_OP, mx_problem_reasons
 
 SUPPORTED_ARCHS = ("gfx950", "gfx942")
 TORCH_TO_TEMPLATE_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}
-SUPPORTED_OPS = ("mm", "addmm", "bmm", "grouped_mm", "scaled_mm")
 GROUPED_OP = "grouped_mm"
 ELEMENT_BYTES = 2
 
@@ -136,18 +135,25 @@ def dynamic_reasons(problem: Problem) -> list[str]:
 
 def problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = (),
                     arch: str | None = None) -> list[str]:
-    """Why the template cannot compute ``problem`` (independent of any config).
+    """Why FlyDSL cannot compute ``problem`` (independent of any config): the reasons of
+    the first template that computes its op (the template registry).
 
     ``offsets`` are the storage offsets (elements) of the inputs, when known; ``arch``
     the compile target, when known (the MX template runs on gfx950 only).
     """
+    specs = registry.serving(problem)
+    if not specs:
+        return [f"op {problem.op} is not supported (supported: "
+                f"{', '.join(registry.selections())})"]
+    return specs[0].reasons(problem, offsets=offsets, arch=arch)
+
+
+def dense_problem_reasons(problem: Problem, *, offsets: tuple[int, ...] = (),
+                          arch: str | None = None) -> list[str]:
+    """Why the dense template (``gemm_dense``) cannot compute an ``mm``, ``addmm`` or
+    ``bmm`` problem: dtypes, dynamic shapes, ranks, layouts, alignment and the
+    divisibility the template needs."""
     reasons: list[str] = []
-    if problem.op not in SUPPORTED_OPS:
-        return [f"op {problem.op} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
-    if problem.op == MX_OP:
-        return mx_problem_reasons(problem, arch=arch, offsets=offsets)
-    if problem.op == GROUPED_OP:
-        return grouped_problem_reasons(problem, offsets=offsets)
     if problem.dynamic:
         reasons += dynamic_reasons(problem)
     dtypes = {t.dtype for t in problem.inputs} | {problem.output.dtype}

@@ -23,9 +23,8 @@ from ...performance.short_lists import shipped_short_list
 from ...performance.traffic import model_shape
 from ...problems.problem import Problem
 from ...timing.timing_modes import GPU_TIMING_MODES, GRAPH, TimingMode
-from .configs import DEFAULT_GROUPED, default_configs, exhaustive, fits, prune_for_shape
-from .eligibility import GROUPED_OP, TORCH_TO_TEMPLATE_DTYPE
-from .mx_eligibility import MX_OP, mx_candidate_configs, mx_layout, variant_dtype
+from ..specs import registry
+from ..specs.registry import TemplateSpec
 
 log = logging.getLogger("inductor_flydsl")
 CONFIGS_PER_PROBLEM = settings.CANDIDATES.default
@@ -40,52 +39,29 @@ def configs_per_problem() -> int:
     return settings.CANDIDATES.value()
 
 
-def grouped_pruned_configs(problem: Problem, arch: str, *,
-                           limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
-    """The grouped DEFAULT configs that fit ``arch``, pruned for the average group's rows
-    (T / G: Inductor benchmarks near-uniform groups) as a dense problem of that M."""
-    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
-    space = [c for c in DEFAULT_GROUPED if fits(c, arch, dtype)]
-    t, n, k = problem.mnk
-    rows = max(1, -(-t // max(problem.groups, 1)))
-    return prune_for_shape(space, rows, n, k, op="bmm", limit=limit)
-
-
 def pruned_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                   limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
-    """The eligible configs of the search space, at most ``limit``, in the pruned order
-    (``configs.prune_for_shape``): no performance model. A grouped GEMM takes them from
-    the grouped DEFAULT list, an MX GEMM from the MX one, whatever the search space."""
-    if problem.op == GROUPED_OP:
-        return grouped_pruned_configs(problem, arch, limit=limit)
-    if problem.op == MX_OP:
-        return mx_candidate_configs(problem, arch, limit=limit)
-    dtype = TORCH_TO_TEMPLATE_DTYPE[problem.dtype]
-    space = exhaustive(arch, dtype) if search_space.upper() == "EXHAUSTIVE" else \
-        default_configs(arch, dtype)
-    if problem.dynamic:  # no split-K: its workspace grows with an M no check bounds
-        space = [c for c in space if c.split_k == 1]
-    m, n, k = problem.mnk
-    if search_space.upper() == "EXHAUSTIVE":
-        limit = max(limit, 64)
-    return prune_for_shape(space, m, n, k, op=problem.op, limit=limit)
+                   limit: int = CONFIGS_PER_PROBLEM, spec: TemplateSpec | None = None
+                   ) -> list[Any]:
+    """The eligible configs of ``spec``'s search space (default: the first template that
+    computes ``problem``), at most ``limit``, in the template's pruned order (the dense
+    template: ``configs.prune_for_shape``): no performance model."""
+    spec = spec or registry.primary(problem)
+    return spec.configs(problem, arch, search_space.upper(), limit)
 
 
-def model_variant(problem: Problem) -> tuple[str, str, str, str]:
+def model_variant(problem: Problem, spec: TemplateSpec | None = None
+                  ) -> tuple[str, str, str, str]:
     """(template, op, dtype, layout) of the catalog rows that describe ``problem``'s
-    kernels: what the model is told about them (``comparison.compare`` takes it too)."""
-    if problem.op == MX_OP:
-        return "gemm_mx", "mm", variant_dtype(problem), mx_layout(problem)
-    dtype = TORCH_TO_TEMPLATE_DTYPE.get(problem.dtype, "bf16")
-    layout = problem.layout if "-" not in problem.layout else "nt"
-    if problem.op == GROUPED_OP:
-        return "gemm_grouped", GROUPED_OP, dtype, layout
-    return "gemm_dense", problem.op, dtype, layout
+    kernels of ``spec`` (default: the first template that computes it): what the model is
+    told about them (``comparison.compare`` takes it too)."""
+    spec = spec or registry.primary(problem)
+    return (spec.name, *spec.model_variant(problem))
 
 
 def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
                       epilogue: Any = None, accept: Callable[[Any], bool] | None = None,
-                      timing: TimingMode = GRAPH) -> list[RankedConfig] | None:
+                      timing: TimingMode = GRAPH, spec: TemplateSpec | None = None
+                      ) -> list[RankedConfig] | None:
     """Every eligible config of the DEFAULT search space, fastest predicted first under
     ``timing`` (how the selection times its choices, as the compiled graph runs them: a
     launch costs the GPU's gap under ``graph``, its host dispatch under ``eager``; see
@@ -96,9 +72,9 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
     if top_k() == 0 or search_space.upper() == "EXHAUSTIVE":
         return None
     eligible = [c for c in pruned_configs(problem, arch, search_space="DEFAULT",
-                                          limit=MAX_CANDIDATES)
+                                          limit=MAX_CANDIDATES, spec=spec)
                 if accept is None or accept(c)]
-    template, op, dtype, layout = model_variant(problem)
+    template, op, dtype, layout = model_variant(problem, spec)
     try:
         ranked = rank(eligible, model_shape(problem, epilogue), arch=arch, template=template,
                       op=op, dtype=dtype, layout=layout, timing=model_timing(timing))
@@ -106,7 +82,9 @@ def ranked_candidates(problem: Problem, arch: str, *, search_space: str = "DEFAU
             return None  # no catalog figures: no basis to preselect on
         # the shipped lists rank the plain GEMM under graph timing: a fused epilogue's
         # traffic, or another timing mode, is ranked here
-        stored = [] if epilogue is not None or model_timing(timing) != GRAPH else \
+        # (and of the first template that computes the problem: the shipped lists' own)
+        stored = [] if epilogue is not None or model_timing(timing) != GRAPH or \
+            template != registry.primary(problem).name else \
             shipped_short_list(problem.id, arch)
         return stored_first(ranked, stored) if stored else ranked
     except Exception as exc:  # the model must never cost a compile its FlyDSL choices
@@ -128,7 +106,8 @@ class Offer:
 
 def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
           limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
-          accept: Callable[[Any], bool] | None = None, timing: TimingMode = GRAPH) -> Offer:
+          accept: Callable[[Any], bool] | None = None, timing: TimingMode = GRAPH,
+          spec: TemplateSpec | None = None) -> Offer:
     """What an eligible ``problem`` on ``arch`` is offered.
 
     The candidates are the model's ``INDUCTOR_FLYDSL_TOP_K`` best, then the rest of the
@@ -137,11 +116,12 @@ def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
     no record, only the preselected ones are benchmarked (``inductor/autotune/lookup.py``); the
     others only when a record serves them. ``accept`` (a config's own constraint, e.g. an
     epilogue's) applies before the preselection; ``timing`` is the selection's timing
-    mode, which the model ranks by."""
+    mode, which the model ranks by; ``spec`` the template offered (default: the first
+    that computes ``problem``)."""
     pruned = [c for c in pruned_configs(problem, arch, search_space=search_space,
-                                        limit=limit) if accept is None or accept(c)]
+                                        limit=limit, spec=spec) if accept is None or accept(c)]
     ranked = ranked_candidates(problem, arch, search_space=search_space, epilogue=epilogue,
-                               accept=accept, timing=timing)
+                               accept=accept, timing=timing, spec=spec)
     if ranked is None:
         return Offer(pruned, 0, None)
     best = preselect(ranked, min(top_k(), limit))
@@ -151,11 +131,12 @@ def offer(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
 def offered_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
                     limit: int = CONFIGS_PER_PROBLEM, epilogue: Any = None,
                     accept: Callable[[Any], bool] | None = None,
-                    timing: TimingMode = GRAPH) -> tuple[list[Any], int]:
+                    timing: TimingMode = GRAPH, spec: TemplateSpec | None = None
+                    ) -> tuple[list[Any], int]:
     """``(configs, k)`` of :func:`offer`: the configs offered as candidates and how many
     of them, first in the list, the model preselects (0: no preselection)."""
     offered = offer(problem, arch, search_space=search_space, limit=limit,
-                    epilogue=epilogue, accept=accept, timing=timing)
+                    epilogue=epilogue, accept=accept, timing=timing, spec=spec)
     return offered.configs, offered.preselected
 
 
@@ -166,7 +147,8 @@ def model_timing(timing: TimingMode | None) -> TimingMode:
 
 
 def candidate_configs(problem: Problem, arch: str, *, search_space: str = "DEFAULT",
-                      limit: int = CONFIGS_PER_PROBLEM) -> list[Any]:
+                      limit: int = CONFIGS_PER_PROBLEM, spec: TemplateSpec | None = None
+                      ) -> list[Any]:
     """The configs FlyDSL would try for an eligible ``problem`` on ``arch``, in the
     offered order (:func:`offer`)."""
-    return offer(problem, arch, search_space=search_space, limit=limit).configs
+    return offer(problem, arch, search_space=search_space, limit=limit, spec=spec).configs

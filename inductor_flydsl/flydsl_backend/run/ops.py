@@ -66,13 +66,29 @@ class FlydslRuntimeUnavailable(RuntimeError):
 
 
 @functools.cache
-def _parse_config(config: str, template: str = "gemm_dense"):  # the template's config
+def _parse_config(config: str, template: str):  # the template's config
     from ...template_loader import load_template
 
     data = json.loads(config)
     if isinstance(data, dict):  # a self-describing config's variant (loaded_variants.py)
         data.pop("variant", None)
     return load_template(template).GemmConfig.from_json(data)
+
+
+@functools.cache
+def template_of(op: str, config: str) -> str:
+    """The template whose kernel ``op``'s call launches: the one a self-describing config
+    names (``loaded_variants.py``), if a registered template launches ``op``, else the
+    first that does (a config text from a DB is never trusted further than that)."""
+    from ..specs import registry
+
+    specs = registry.for_custom_op(op)
+    try:
+        data = json.loads(config)
+        named = data.get("variant", {}).get("template") if isinstance(data, dict) else None
+    except (ValueError, AttributeError):
+        named = None
+    return next((s.name for s in specs if s.name == named), specs[0].name)
 
 
 def _runner(device: torch.device):
@@ -173,20 +189,21 @@ def _dense(op: str, config: str, sources: tuple, key: tuple, a: torch.Tensor,
         with _kernel_runner.binding(key, sources) if BIND_LAUNCHES else \
                 contextlib.nullcontext():
             if epilogue is None:
-                _checked_launch(a, b, bias, out, alpha, beta, config)
+                _checked_launch(op, a, b, bias, out, alpha, beta, config)
             else:
                 _epilogue_launch(a, b, out, config, *epilogue)
 
 
-def _checked_launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+def _checked_launch(op: str, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, alpha: float, beta: float, config: str) -> None:
     runner = _runner(out.device)
     from ...template_loader import load_template
 
-    template = load_template("gemm_dense")
+    name = template_of(op, config)
+    template = load_template(name)
     if out.numel() == 0:
         return  # M or N is 0 (a dynamic batch that came out empty): nothing to write
-    parsed = _parse_config(config)
+    parsed = _parse_config(config, name)
     if (_over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out)
             or (parsed.split_k > 1 and template.workspace_reason(parsed, *out.shape[-2:]))
             or template.counters_reason(parsed, *out.shape[-2:])):  # issue 43: in-launch split-K
@@ -256,8 +273,9 @@ def grouped_mm_out(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: to
             return
         # operands past the int32 offsets (checked at compile time for the problem's
         # size) are computed with ATen by the template's launch
-        load_template("gemm_grouped").launch(a, b, offs, out, _parse_config(config),
-                                             runner=runner)
+        name = template_of("grouped_mm", config)
+        load_template(name).launch(a, b, offs, out, _parse_config(config, name),
+                                   runner=runner)
 
 
 def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
@@ -269,17 +287,18 @@ def _mx_launch(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     layout = scale_b_layout(b.shape[1], scale_b)
     # no ATen kernel takes these MX operands on every torch and GPU: torch computes the
     # fallback by dequantizing on the device, then one float32 matmul
-    with _or_computed_by_torch("scaled_mm" if bias is None else "scaled_mm_bias", config,
-                               out, lambda: mx_product_into(a, b, scale_a, scale_b, bias,
-                                                            out, layout=layout)):
+    op = "scaled_mm" if bias is None else "scaled_mm_bias"
+    with _or_computed_by_torch(op, config, out, lambda: mx_product_into(
+            a, b, scale_a, scale_b, bias, out, layout=layout)):
         runner = _runner(out.device)
         from ...template_loader import load_template
 
         if out.numel() == 0:
             return
-        load_template("gemm_mx").launch(a, b, scale_a, scale_b, bias, out,
-                                        _parse_config(config, "gemm_mx"), runner=runner,
-                                        layout=layout)
+        name = template_of(op, config)
+        load_template(name).launch(a, b, scale_a, scale_b, bias, out,
+                                   _parse_config(config, name), runner=runner,
+                                   layout=layout)
 
 
 def scaled_mm_out(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
@@ -349,11 +368,13 @@ def _epilogue_launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config
     extras = _epilogue_extras(spec, operands)
     if out.numel() == 0:
         return
-    template = load_template("gemm_dense")
+    name = template_of("gemm_epilogue", config)
+    template = load_template(name)
     if _over_int32_span(template.MAX_SPAN_ELEMENTS, a, b, out, *extras):
         _reference_into(spec, a, b, extras, out)
         return
-    template.launch(a, b, None, out, 1.0, 0.0, _parse_config(config), epilogue=spec.text(),
+    template.launch(a, b, None, out, 1.0, 0.0, _parse_config(config, name),
+                    epilogue=spec.text(),
                     extras=tuple(extras), runner=runner)
 
 
@@ -401,6 +422,15 @@ OPS = {op: getattr(getattr(torch.ops, NAMESPACE), f"{op}_out").default for op in
 # call; generated code calls an op on already-checked buffers, so nothing is lost).
 # Generated code reaches them through the plugin's own module ``direct.py``, which it
 # imports itself; nothing is set on ``torch``.
+
+
+@functools.cache
+def scalar_arguments(op: str) -> tuple[str, ...]:
+    """The arguments ``op`` takes after its config, in order, read from its schema
+    (``alpha``; ``alpha, beta``; ``epilogue``; none)."""
+    schema = SCHEMAS[op][0]
+    after = schema.split("str config", 1)[1].split(")", 1)[0]
+    return tuple(part.split("=")[0].split()[-1] for part in after.split(",") if part.strip())
 
 
 def direct_call(op: str) -> Callable[..., None]:
