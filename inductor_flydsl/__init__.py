@@ -224,12 +224,12 @@ _checked: list[str] | None = None
 
 
 def _internals_problems() -> list[str]:
-    """``internals.problems()``, checked once per process."""
+    """``internals_check.problems()``, checked once per process."""
     global _checked
     if _checked is None:
-        from .inductor.adapter import internals
+        from .inductor.adapter import internals_check
 
-        _checked = internals.problems()
+        _checked = internals_check.problems()
     return _checked
 
 

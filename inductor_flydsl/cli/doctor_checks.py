@@ -201,10 +201,11 @@ def shipped() -> Section:
 def inductor_internals() -> tuple[Section, list[str]]:
     import sympy  # noqa: F401  (Inductor needs it: without it every name is "gone")
 
-    from ..inductor.adapter import internals
+    from ..inductor.adapter import internals, internals_check
 
-    section = Section("Inductor internals (inductor_flydsl.inductor.adapter.internals.problems())")
-    found = internals.problems()
+    section = Section("Inductor internals "
+                      "(inductor_flydsl.inductor.adapter.internals_check.problems())")
+    found = internals_check.problems()
     if not found:
         section.add("internals", f"all {len(internals.INTERNALS)} the plugin relies on hold")
     for line in found:

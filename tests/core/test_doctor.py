@@ -37,7 +37,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
     tmp = tmp_path_factory.mktemp("doctor")
     not_a_folder = tmp / "a_file"
     not_a_folder.write_text("")
-    cases = {  # each run costs an `import torch` and internals.problems(): two runs
+    cases = {  # each run costs an `import torch` and internals_check.problems(): two runs
         "ok": {"INDUCTOR_FLYDSL_DB": str(tmp / "tuning.db")},
         # every problem doctor exits 1 for, each of which it must list by itself
         "problems": {"INDUCTOR_FLYDSL_DB": str(not_a_folder / "tuning.db"),

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import inductor_flydsl
-from inductor_flydsl.inductor.adapter import internals, patches
+from inductor_flydsl.inductor.adapter import internals, internals_check, patches
 
 
 def test_every_internal_the_plugin_relies_on_holds_in_this_torch() -> None:
-    found = internals.problems()
+    found = internals_check.problems()
     assert not found, f"torch {torch.__version__}:\n" + "\n".join(found)
 
 
@@ -41,9 +41,9 @@ def test_a_changed_internal_is_reported_by_name(monkeypatch: pytest.MonkeyPatch)
                            "AlgorithmSelectorCache", "the selector",
                            members=("autotune(choices, name)", "no_such_method")),
     )
-    monkeypatch.setattr(internals, "INTERNALS", changed)
-    monkeypatch.setattr(internals, "CONFIG_KEYS", ("max_autotune", "no_such_key"))
-    found = "\n".join(internals.problems())
+    monkeypatch.setattr(internals_check, "INTERNALS", changed)
+    monkeypatch.setattr(internals_check, "CONFIG_KEYS", ("max_autotune", "no_such_key"))
+    found = "\n".join(internals_check.problems())
     assert "select_algorithm.NoSuchSelector is gone" in found
     assert "torch._inductor.no_such_module.X is gone" in found
     assert "FixedLayout: parameters changed: expected ['dtype', 'device']" in found
@@ -104,12 +104,12 @@ def test_a_changed_call_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
 
     import torch._inductor.select_algorithm as select_algorithm
 
-    monkeypatch.setattr(internals, "CALL_SHAPES", (
+    monkeypatch.setattr(internals_check, "CALL_SHAPES", (
         ("do_autotuning", "self.no_such_benchmark(", "serving would stop"),
         ("do_autotuning", "self.autotune(", "unused: still holds")))
     monkeypatch.setattr(select_algorithm, "FeedbackFunction",
                         Callable[[Any, Any, Any, Any, Any, Any, Any], None])
-    found = "\n".join(internals.problems())
+    found = "\n".join(internals_check.problems())
     assert "do_autotuning no longer calls self.no_such_benchmark: serving would stop" in found
     assert "unused: still holds" not in found
     assert "FeedbackFunction changed" in found and "expected 6 arguments" in found
@@ -125,11 +125,11 @@ def test_the_scheduler_fusion_decision_is_read_from_its_source(
     was_installed = fusion_replay.installed()
     fusion_replay.install()
     try:
-        assert not [p for p in internals.problems() if "Scheduler" in p]
-        monkeypatch.setattr(internals, "SCHEDULER_CALL_SHAPES", (
+        assert not [p for p in internals_check.problems() if "Scheduler" in p]
+        monkeypatch.setattr(internals_check, "SCHEDULER_CALL_SHAPES", (
             ("speedup_by_fusion", "ms_fused < ms1 * 0.5", "the rule would differ"),
             ("_try_fusion_pairs", "self.speedup_by_fusion(", "unused: still holds")))
-        found = "\n".join(internals.problems())
+        found = "\n".join(internals_check.problems())
         assert ("Scheduler.speedup_by_fusion no longer holds ms_fused < ms1 * 0.5: "
                 "the rule would differ") in found
         assert "unused: still holds" not in found

@@ -19,7 +19,7 @@ import torch
 
 import inductor_flydsl
 from inductor_flydsl.inductor import hooks
-from inductor_flydsl.inductor.adapter import internals, patches, triton_stream
+from inductor_flydsl.inductor.adapter import internals, internals_check, patches, triton_stream
 
 # every class, object and module of torch the plugin names (modules: the attributes they
 # had before; importing submodules adds new ones, which is not a patch)
@@ -60,7 +60,7 @@ def _changed(before: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def test_every_declared_patch_names_a_torch_attribute_that_exists() -> None:
-    assert internals._check_patches() == []
+    assert internals_check._check_patches() == []
     owners = {entry.name for entry in (*internals.INTERNALS, *internals.CLIENT_OWNERS)}
     assert {p.owner for p in internals.PATCHES} <= owners
     assert {p.kind for p in internals.PATCHES} == {internals.ATTRIBUTE,
@@ -78,8 +78,8 @@ def test_a_client_librarys_patch_is_checked_only_where_it_is_installed() -> None
     assert internals.client_installed("VllmBackend") is vllm
     assert ("VllmBackend", "configure_post_pass") in {
         (p.owner, p.attr) for p in internals.PATCHES}
-    assert internals.client_problems() == []
-    assert not any("vllm" in line.lower() for line in internals._check_patches())
+    assert internals_check.client_problems() == []
+    assert not any("vllm" in line.lower() for line in internals_check._check_patches())
 
 
 def test_a_choices_instance_is_layered_only_through_the_declared_patch(
@@ -149,16 +149,16 @@ def test_vllms_backend_is_wrapped_through_the_declared_patch() -> None:
     finally:
         vllm_passes.register()  # as vLLM left it: wrapped for the process's life
     assert patches.is_applied("VllmBackend", "configure_post_pass")
-    assert internals.client_problems() == []
+    assert internals_check.client_problems() == []
 
 
 def test_a_patch_whose_attribute_is_gone_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(internals, "PATCHES", (internals.Patch(
+    monkeypatch.setattr(internals_check, "PATCHES", (internals.Patch(
         "Scheduler", "no_such_method", "somewhere", "a replacement", "never"),))
-    assert internals._check_patches() == [
+    assert internals_check._check_patches() == [
         "torch._inductor.scheduler.Scheduler.no_such_method is gone; patched for: "
         "a replacement"]
-    assert any("no_such_method is gone" in p for p in internals.problems())
+    assert any("no_such_method is gone" in p for p in internals_check.problems())
 
 
 def test_an_undeclared_patch_is_refused() -> None:

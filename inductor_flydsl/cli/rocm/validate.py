@@ -184,13 +184,7 @@ def _run_graphs(arch: str, device: Any, *, quick: bool, log: Any) -> dict[str, A
     return run_graphs(arch, device, quick=quick, log=log)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    # Keep the plugin out of the baselines, here and in the compiles' child processes:
-    # process-wide on purpose (inherited by every child this command starts).
-    set_for_process({ENV_ENABLE: "0"})
-    import inductor_flydsl
-
-    inductor_flydsl.disable()
+def _parser(prog: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a subset of cases and shapes")
@@ -213,23 +207,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                              "max-autotune's compiled graphs run, the default) or one call "
                              "between events, host dispatch included (as a graph without "
                              "cudagraphs runs)")
-    args = parser.parse_args(argv)
+    return parser
 
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
-    pre = preflight(args.device)
-    if not pre.ok:
-        if args.json:
-            print(json.dumps({"preflight": pre.__dict__}))
-        print(f"validate_rocm: {pre.message}", file=sys.stderr)
-        return EXIT_ENV
-    import torch
-
-    device = torch.device("cuda", args.device)
-    torch.cuda.set_device(device)
-    log(f"validate_rocm: {pre.message}")
-    dense.TIMING = args.timing
+def _run_sections(args: argparse.Namespace, pre: Any, device: Any, log: Any
+                  ) -> dict[str, Any]:
+    """Each section the arguments leave in, run and reported (the report's dict)."""
     report: dict[str, Any] = {"preflight": pre.__dict__, "quick": args.quick,
                               "timing": args.timing}
     start = time.perf_counter()
@@ -262,66 +245,70 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if report["graphs"].get("skipped"):
             log(f"validate_rocm: {report['graphs']['skipped']}")
     report["seconds"] = round(time.perf_counter() - start, 1)
-    if args.out:
-        args.out.write_text(markdown_report(report))
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        from rich.console import Console
-        from rich.table import Table
+    return report
 
-        console = Console()
-        if "numerics" in report:
-            n = report["numerics"]
-            console.print(f"numerics: {n['cases']} launches, {n['failed']} failed, worst "
-                          f"error/tolerance {n['worst']}")
-            for r in n["failures"][:20]:
-                console.print(f"  FAIL {r['dtype']} {r['layout']} {r['op']} {r['shape']} "
-                              f"{_config_name(r['config'])}: {r['error']}")
-        if "speed" in report:
-            table = Table(title=f"dense BF16 NT on {pre.device_name} ({pre.arch})")
-            for column in SPEED_COLUMNS:
+
+def _print_report(report: dict[str, Any], pre: Any) -> None:
+    """The report as tables and lines on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if "numerics" in report:
+        n = report["numerics"]
+        console.print(f"numerics: {n['cases']} launches, {n['failed']} failed, worst "
+                      f"error/tolerance {n['worst']}")
+        for r in n["failures"][:20]:
+            console.print(f"  FAIL {r['dtype']} {r['layout']} {r['op']} {r['shape']} "
+                          f"{_config_name(r['config'])}: {r['error']}")
+    if "speed" in report:
+        table = Table(title=f"dense BF16 NT on {pre.device_name} ({pre.arch})")
+        for column in SPEED_COLUMNS:
+            table.add_column(column)
+        for row in speed_table_rows(report["speed"]):
+            table.add_row(*row)
+        console.print(table)
+        geo = report["speed"]["geomean_speedup"]
+        console.print(f"geomean speedup: {'-' if geo is None else f'{geo:.3f}'}")
+    if "grouped" in report:
+        g = report["grouped"]
+        console.print(f"grouped numerics: {g['cases']} launches, {g['failed']} failed")
+        if g["speed"]:
+            table = Table(title=f"grouped GEMM (MoE) on {pre.device_name} ({pre.arch})")
+            for column in GROUPED_COLUMNS:
                 table.add_column(column)
-            for row in speed_table_rows(report["speed"]):
+            for row in grouped_table_rows(g["speed"]):
                 table.add_row(*row)
             console.print(table)
-            geo = report["speed"]["geomean_speedup"]
-            console.print(f"geomean speedup: {'-' if geo is None else f'{geo:.3f}'}")
-        if "grouped" in report:
-            g = report["grouped"]
-            console.print(f"grouped numerics: {g['cases']} launches, {g['failed']} failed")
-            if g["speed"]:
-                table = Table(title=f"grouped GEMM (MoE) on {pre.device_name} ({pre.arch})")
-                for column in GROUPED_COLUMNS:
-                    table.add_column(column)
-                for row in grouped_table_rows(g["speed"]):
-                    table.add_row(*row)
-                console.print(table)
-        mx_report = report.get("mx") or {}
-        if mx_report.get("skipped"):
-            console.print(f"MX GEMM skipped: {mx_report['skipped']}")
-        elif mx_report:
-            console.print(f"MX numerics: {mx_report['cases']} launches, "
-                          f"{mx_report['failed']} failed")
-            if mx_report.get("speed"):
-                table = Table(title=f"MX GEMM on {pre.device_name} ({pre.arch})")
-                for column in MX_COLUMNS:
-                    table.add_column(column)
-                for row in mx_table_rows(mx_report["speed"]):
-                    table.add_row(*row)
-                console.print(table)
-                console.print(f"geomean speedup over ATen: "
-                              f"{mx_report['speed']['geomean_speedup']}")
-        if report.get("epilogues"):
-            table = Table(title=f"fused epilogues (Llama-3-8B shapes) on {pre.device_name} "
-                                f"({pre.arch})")
-            for column in EPILOGUE_COLUMNS:
+    mx_report = report.get("mx") or {}
+    if mx_report.get("skipped"):
+        console.print(f"MX GEMM skipped: {mx_report['skipped']}")
+    elif mx_report:
+        console.print(f"MX numerics: {mx_report['cases']} launches, "
+                      f"{mx_report['failed']} failed")
+        if mx_report.get("speed"):
+            table = Table(title=f"MX GEMM on {pre.device_name} ({pre.arch})")
+            for column in MX_COLUMNS:
                 table.add_column(column)
-            for row in epilogue_table_rows(report["epilogues"]):
+            for row in mx_table_rows(mx_report["speed"]):
                 table.add_row(*row)
             console.print(table)
-            console.print(f"geomean speedup of the fused FlyDSL kernel over Inductor's own: "
-                          f"{report['epilogues']['geomean_speedup']}")
+            console.print(f"geomean speedup over ATen: "
+                          f"{mx_report['speed']['geomean_speedup']}")
+    if report.get("epilogues"):
+        table = Table(title=f"fused epilogues (Llama-3-8B shapes) on {pre.device_name} "
+                            f"({pre.arch})")
+        for column in EPILOGUE_COLUMNS:
+            table.add_column(column)
+        for row in epilogue_table_rows(report["epilogues"]):
+            table.add_row(*row)
+        console.print(table)
+        console.print(f"geomean speedup of the fused FlyDSL kernel over Inductor's own: "
+                      f"{report['epilogues']['geomean_speedup']}")
+
+
+def _exit_status(report: dict[str, Any]) -> int:
+    """EXIT_NUMERICS when a kernel of any section computed a wrong result, else EXIT_OK."""
     grouped_report = report.get("grouped") or {}
     mx_report = report.get("mx") or {}
     failed = (report.get("epilogues", {}).get("numerics_failures", 0)
@@ -330,3 +317,37 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
               + mx_report.get("failed", 0)
               + (mx_report.get("speed") or {}).get("numerics_failures", 0))
     return EXIT_NUMERICS if failed else EXIT_OK
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    # Keep the plugin out of the baselines, here and in the compiles' child processes:
+    # process-wide on purpose (inherited by every child this command starts).
+    set_for_process({ENV_ENABLE: "0"})
+    import inductor_flydsl
+
+    inductor_flydsl.disable()
+    args = _parser(prog).parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    pre = preflight(args.device)
+    if not pre.ok:
+        if args.json:
+            print(json.dumps({"preflight": pre.__dict__}))
+        print(f"validate_rocm: {pre.message}", file=sys.stderr)
+        return EXIT_ENV
+    import torch
+
+    device = torch.device("cuda", args.device)
+    torch.cuda.set_device(device)
+    log(f"validate_rocm: {pre.message}")
+    dense.TIMING = args.timing
+    report = _run_sections(args, pre, device, log)
+    if args.out:
+        args.out.write_text(markdown_report(report))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print_report(report, pre)
+    return _exit_status(report)

@@ -9,7 +9,7 @@ warm-up's end, ``warm_up.finish``) and the function that makes Inductor's select
 (``selector_hooks.py``, until Inductor first calls it); and vLLM's
 ``VllmBackend.configure_post_pass`` (``vllm_passes.py``, for the process's life). Each is
 declared in ``internals.PATCHES`` (what it replaces, who installs it, why, until when),
-which ``internals.problems()`` checks per torch release (``client_problems()`` for a
+which ``internals_check.problems()`` checks per torch release (``client_problems()`` for a
 client library, where installed). :func:`apply` refuses anything not declared there,
 remembers the original and hands it back; :func:`restore` puts it back.
 

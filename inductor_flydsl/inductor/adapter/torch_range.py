@@ -1,7 +1,7 @@
 """The torch releases the plugin supports, checked at run time (the package declares no
 torch requirement, so pip never replaces a user's ROCm, CUDA, CPU or nightly build:
 docs/decisions.md). :func:`version_problem` is what ``enable()`` (the plugin stays off,
-one warning) and ``internals.problems()`` (so ``inductor-flydsl doctor``) say about any
+one warning) and ``internals_check.problems()`` (so ``inductor-flydsl doctor``) say about any
 other torch; :data:`MISSING_TORCH` is what ``import inductor_flydsl`` says without one."""
 
 from __future__ import annotations
