@@ -11,7 +11,7 @@ imported: importing it again here returns it unfinished, and the package's own i
 enables the plugin when it finishes (once: this entry point does not call it again).
 
 It never enables the plugin in the plugin's own build server (started with
-``INDUCTOR_FLYDSL=0``: ``flydsl_backend/build/build_client.py``).
+``INDUCTOR_FLYDSL=0``: ``flydsl_backend/builds/build_client.py``).
 """
 
 from __future__ import annotations

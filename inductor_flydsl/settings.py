@@ -390,7 +390,7 @@ def settings_from_env(db_path: str | os.PathLike[str] | None = None,
 def enabled_by_env() -> bool:
     """``INDUCTOR_FLYDSL=1`` (a bad value raises :class:`SettingError`). The plugin's own
     build server imports torch and the package too; it is started with
-    ``INDUCTOR_FLYDSL=0`` (``flydsl_backend/build/build_client.py``), so it never enables the
+    ``INDUCTOR_FLYDSL=0`` (``flydsl_backend/builds/build_client.py``), so it never enables the
     plugin, which would start another build server."""
     return ENABLE.read()
 

@@ -127,7 +127,7 @@ _STARTED: dict[str, Any] = {}
 def _preshuffle_compiler(repo: AiterGit) -> Any:
     """AITER's ``compile_preshuffle_gemm``, imported once per process from the clone."""
     if "compile" not in _STARTED:
-        from inductor_flydsl.flydsl_backend.build.toolchain import rocm_path_for_compile
+        from inductor_flydsl.flydsl_backend.builds.toolchain import rocm_path_for_compile
 
         os.environ.update({"FLYDSL_GPU_ARCH": ARCH, "COMPILE_ONLY": "1", "FLYDSL_DUMP_IR": "1",
                            "ROCM_PATH": rocm_path_for_compile(),

@@ -344,7 +344,7 @@ def compile_config(repo: AiterGit, out: Path, kernel_name: str, n: int, k: int, 
     """Compile AITER's FlyDSL HGEMM for one kernel name and (N, K); one manifest record."""
     cfg = config_from_name(kernel_name)
     ident = ident or config_id(cfg)
-    from inductor_flydsl.flydsl_backend.build.toolchain import rocm_path_for_compile
+    from inductor_flydsl.flydsl_backend.builds.toolchain import rocm_path_for_compile
 
     dump = Path(tempfile.mkdtemp(prefix=f"aiter-{ident}-"))
     os.environ.update({

@@ -38,7 +38,7 @@ import json, os, sys, time
 import torch, torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs, configs_per_problem
 from inductor_flydsl.problems.problem import synthetic_problem
 m, n, k = (int(x) for x in sys.argv[2].split("x"))

@@ -18,8 +18,8 @@ import tempfile
 import time
 
 from inductor_flydsl.emulator.gemm import emulate_gemm
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
 
 

@@ -75,12 +75,12 @@ def main() -> None:
     hip = fake_hip()
     import torch
 
-    from inductor_flydsl.flydsl_backend.build import prebuild
+    from inductor_flydsl.flydsl_backend.builds import prebuild
     from inductor_flydsl.flydsl_backend.run import kernel_runner, ops
 
     global inductor_flydsl_direct  # a module global, as in generated code
     from inductor_flydsl.flydsl_backend import direct as inductor_flydsl_direct
-    from inductor_flydsl.flydsl_backend.build.toolchain import rocm_path_for_compile
+    from inductor_flydsl.flydsl_backend.builds.toolchain import rocm_path_for_compile
     from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
     from inductor_flydsl.problems.keys import canonical_json
     from inductor_flydsl.template_loader import load_template

@@ -59,7 +59,7 @@ from inductor_flydsl.performance.model import predict  # noqa: E402
 from inductor_flydsl.performance.ranking import rank  # noqa: E402
 from inductor_flydsl.performance.traffic import GemmShape, model_shape  # noqa: E402
 from inductor_flydsl.problems.problem import synthetic_problem  # noqa: E402
-from inductor_flydsl.timing.timing_modes import GRAPH, check_timing_mode  # noqa: E402
+from inductor_flydsl.provenance.timing_modes import GRAPH, check_timing_mode  # noqa: E402
 
 ARCH, DEVICE = "gfx950", "MI355X"
 DECODE_MAX_M = 64

@@ -59,8 +59,8 @@ def main() -> int:
         import torch
 
         from inductor_flydsl.emulator.gemm import run_kernel
-        from inductor_flydsl.flydsl_backend.build.cross_compile import compile_env, find_isa
-        from inductor_flydsl.flydsl_backend.build.toolchain import rocm_path_for_compile
+        from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_env, find_isa
+        from inductor_flydsl.flydsl_backend.builds.toolchain import rocm_path_for_compile
         from inductor_flydsl.numerics import mx as mx_numerics
     except ImportError as exc:
         print(f"setup: {exc}", file=sys.stderr)

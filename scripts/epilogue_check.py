@@ -30,13 +30,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from inductor_flydsl.flydsl_backend.build.build_pool import PoolEvent, run_pool
+from inductor_flydsl.flydsl_backend.builds.build_pool import PoolEvent, run_pool
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
 from inductor_flydsl.flydsl_backend.offer.resources import estimate
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 from inductor_flydsl.template_loader import load_template
 
-COMPILE_FN = "inductor_flydsl.flydsl_backend.build.emulated:compile_and_emulate"
+COMPILE_FN = "inductor_flydsl.flydsl_backend.builds.emulated:compile_and_emulate"
 TORCH_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 PLAIN = "plain"
 

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import sys
 
-from inductor_flydsl.flydsl_backend.build import catalog
+from inductor_flydsl.flydsl_backend.builds import catalog
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 
 

@@ -22,7 +22,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_config
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT, DEFAULT_GROUPED, DEFAULT_MX
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec
 

@@ -29,7 +29,7 @@ import argparse
 import json
 import sys
 
-from inductor_flydsl.flydsl_backend.build import catalog
+from inductor_flydsl.flydsl_backend.builds import catalog
 from inductor_flydsl.flydsl_backend.offer.mx_eligibility import synthetic_mx_problem
 from inductor_flydsl.flydsl_backend.offer.offering import candidate_configs
 

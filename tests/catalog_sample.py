@@ -27,7 +27,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from inductor_flydsl.flydsl_backend.build import catalog
+from inductor_flydsl.flydsl_backend.builds import catalog
 from inductor_flydsl.provenance.software import template_source_hash
 
 REPO = Path(__file__).resolve().parent.parent

@@ -20,8 +20,8 @@ import torch
 
 from inductor_flydsl.db.open import open_db
 from inductor_flydsl.db.verify import verify_path
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.build.cross_compile import CompileResult
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.builds.cross_compile import CompileResult
 from inductor_flydsl.flydsl_backend.offer import configs, suites
 from inductor_flydsl.flydsl_backend.offer import configs as configs_mod
 from inductor_flydsl.flydsl_backend.offer.resources import estimate

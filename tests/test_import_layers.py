@@ -4,13 +4,13 @@ imports count; imports under ``if TYPE_CHECKING:`` do not, they never run).
 
 Layers, low to high. A unit is a subpackage or module; a module's layer is that of the
 longest dotted prefix of its name (below ``inductor_flydsl``) in :data:`LAYERS`: the
-``flydsl_backend`` and ``inductor`` packages are layered by their subpackages, and
-``timing``'s modules that time a choice through Inductor sit above Inductor's adapter.
+``flydsl_backend`` and ``inductor`` packages are layered by their subpackages.
 
 0. foundations: version, settings, dependencies (the required packages, by module),
    template_loader; problems (what a GEMM problem is and
-   its key), provenance (device, software stack, validity), timing (timing modes, noise),
-   telemetry (counters, stats)
+   its key), provenance (device, software stack, validity; what a time means: its timing
+   mode, graph or eager, and how far it can be trusted, its noise), telemetry (counters,
+   stats)
 1. numerics: references and tolerances of the kernels' checks
 2. db: the tuning DB
 3. emulator (runs ISA), isa (reads ISA: resources, main loop), priors (ranks DB records)
@@ -18,7 +18,7 @@ longest dotted prefix of its name (below ``inductor_flydsl``) in :data:`LAYERS`:
    backend hands it the configs, the problem's shape and its catalog variant
 5. inductor.adapter: every Inductor name the plugin touches (internals), the patches, the
    plugin's state and the state it keeps on a choice, a user's own passes
-6. timing.timing_parity, timing.fusion_timing, timing.remeasure: a choice timed the way
+6. inductor.timing: a choice timed the way
    the compiled graph runs it, an epilogue fusion timed the same way, finalists re-measured
 7. inductor.autotune: candidates, selections, the DB lookup, recording and serving
 8. inductor.vllm: vLLM's GEMM ops as Inductor GEMMs and choices
@@ -29,7 +29,7 @@ longest dotted prefix of its name (below ``inductor_flydsl``) in :data:`LAYERS`:
     it loads the specs by module name); flydsl_backend.offer: FlyDSL eligibility (and the
     HIP runtime check), the config space and resources, the offering (ranked by the model)
 12. flydsl_backend.specs: one spec per template (its eligibility, configs, model variant,
-    emulator driver...); flydsl_backend.build: builds (pool, server, FlyDSL's compile
+    emulator driver...); flydsl_backend.builds: builds (pool, server, FlyDSL's compile
     split), cross-compiles and the compile catalog
 13. flydsl_backend.run: the ops and the kernel runner (launches); flydsl_backend.direct
 14. flydsl_backend.autotune: the FlyDSL choices and choice provider handed to Inductor
@@ -46,14 +46,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "inductor_flydsl"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("version", "settings", "dependencies", "template_loader", "problems",
-                     "provenance", "timing", "telemetry"), 0),
+                     "provenance", "telemetry"), 0),
     "numerics": 1, "db": 2, "emulator": 3, "isa": 3, "priors": 3, "performance": 4,
     "inductor": 5, "inductor.adapter": 5,
-    **dict.fromkeys(("timing.timing_parity", "timing.fusion_timing", "timing.remeasure"), 6),
+    "inductor.timing": 6,
     "inductor.autotune": 7, "inductor.vllm": 8, "inductor.fusion": 9,
     "inductor.hooks": 10, "inductor.vllm.vllm_passes": 10,
     "flydsl_backend": 11, "flydsl_backend.offer": 11, "flydsl_backend.specs.registry": 11,
-    "flydsl_backend.specs": 12, "flydsl_backend.build": 12,
+    "flydsl_backend.specs": 12, "flydsl_backend.builds": 12,
     "flydsl_backend.run": 13, "flydsl_backend.direct": 13, "flydsl_backend.autotune": 14,
     "": 15, "plugin_choices": 15, "autoload": 15, "report": 15, "vllm_op_report": 15,
     "sweep": 16, "cli": 17, "__main__": 17,
@@ -136,8 +136,8 @@ def test_the_unit_is_the_longest_named_prefix() -> None:
     assert _unit("inductor_flydsl.inductor.fusion.epilogue_pass") == "inductor.fusion"
     assert _unit("inductor_flydsl.inductor.vllm.vllm_passes") == "inductor.vllm.vllm_passes"
     assert _unit("inductor_flydsl.inductor.vllm.vllm_ops") == "inductor.vllm"
-    assert _unit("inductor_flydsl.timing.noise") == "timing"
-    assert _unit("inductor_flydsl.timing.timing_parity") == "timing.timing_parity"
+    assert _unit("inductor_flydsl.provenance.noise") == "provenance"
+    assert _unit("inductor_flydsl.inductor.timing.timing_parity") == "inductor.timing"
     assert _unit("inductor_flydsl.db.store") == "db"
     assert _unit("inductor_flydsl") == ""
 

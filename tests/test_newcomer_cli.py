@@ -51,7 +51,7 @@ class Isa:
 
 @pytest.fixture(scope="module")
 def isas(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], Isa]:
-    from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+    from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_config
 
     root = tmp_path_factory.mktemp("isa")
     found = {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.build import catalog, toolchain
+from inductor_flydsl.flydsl_backend.builds import catalog, toolchain
 from tests.catalog_sample import (
     ARCHS,
     covering_sample,

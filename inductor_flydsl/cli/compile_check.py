@@ -5,7 +5,7 @@ job in the ``compile_catalog`` table of the tuning DB and prints per-arch figure
 status 1 if any config the resource model accepts failed to compile or spilled, 2 on a
 usage or toolchain error, 130 when interrupted (finished jobs stay recorded).
 
-Default job set (see :mod:`inductor_flydsl.flydsl_backend.build.catalog`): every config of the
+Default job set (see :mod:`inductor_flydsl.flydsl_backend.builds.catalog`): every config of the
 search space for bf16 ``nt`` ``mm``, plus every other (dtype, layout, op) variant once
 with a representative config: 50 compiles on gfx950 and 35 compiles plus 15 recorded
 rejections on gfx942 for DEFAULT. ``--full`` compiles the whole cross product (24
@@ -36,7 +36,7 @@ COMMAND_NAMES = ("compile-check",)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.builds import catalog
     from ..flydsl_backend.specs import registry
 
     axes = catalog.variant_axes()  # every registered template's
@@ -134,8 +134,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..flydsl_backend.build import catalog, catalog_summary
-    from ..flydsl_backend.build.toolchain import ToolchainError
+    from ..flydsl_backend.builds import catalog, catalog_summary
+    from ..flydsl_backend.builds.toolchain import ToolchainError
 
     archs = args.arch or ["gfx950"]
     try:

@@ -78,7 +78,7 @@ def versions() -> Section:
     if flydsl is None:
         section.add("flydsl", "not installed (pip install 'flydsl>=0.5,<0.6')")
     else:
-        from ..flydsl_backend.build import flydsl_runtime
+        from ..flydsl_backend.builds import flydsl_runtime
 
         missing = flydsl_runtime.problems()
         section.add("flydsl", flydsl + ("" if not missing else
@@ -89,7 +89,7 @@ def versions() -> Section:
 
 
 def toolchain() -> Section:
-    from ..flydsl_backend.build.toolchain import find_ld_lld
+    from ..flydsl_backend.builds.toolchain import find_ld_lld
     from ..isa.loop_analysis import LLVM_MCA, find_llvm_mca
 
     section = Section("Toolchain (cross-compiles, explain --isa/--emulate, compile-check)")
@@ -260,7 +260,7 @@ def compile_offer(flydsl_reasons: list[str], internals_found: list[str]) -> Sect
 
     config_reasons = inductor_config_reasons()
     requested = FLYDSL in tokens
-    from ..flydsl_backend.build.toolchain import find_ld_lld
+    from ..flydsl_backend.builds.toolchain import find_ld_lld
 
     lld = [] if find_ld_lld() else ["no AMDGPU-capable ld.lld to link FlyDSL kernels"]
     why_not = flydsl_reasons + config_reasons + internals_found + lld

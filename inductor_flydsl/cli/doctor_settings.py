@@ -26,13 +26,13 @@ from ..settings import (
 
 
 def _default_build_jobs() -> str:
-    from ..flydsl_backend.build.prebuild import default_build_workers
+    from ..flydsl_backend.builds.prebuild import default_build_workers
 
     return f"{default_build_workers()} (this machine's CPU share)"
 
 
 def _default_cache_dir() -> str:
-    from ..flydsl_backend.build.toolchain import cache_root
+    from ..flydsl_backend.builds.toolchain import cache_root
 
     return str(cache_root())
 

@@ -83,7 +83,7 @@ def _compile_configs(configs: list[dict[str, int]], arch: str, dtype: str, layou
                      op: str, *, emulate: bool, dump_dir: Path | None) -> list[Any]:
     """Compile (and with ``emulate`` emulate) each config in worker processes; one
     CompileResult per config, in order. With ``dump_dir`` the FlyDSL dumps go there."""
-    from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.builds import catalog
     from ..flydsl_backend.specs import registry
 
     template = registry.for_custom_op(op)[0].name
@@ -123,7 +123,7 @@ def _grid(config: dict[str, int], m: int, n: int, batch: int, groups: int = 0
           ) -> dict[str, Any]:
     """Workgroups the template launches for this shape (its ``launch_geometry``; for a
     grouped GEMM the upper bound it launches, see ``gemm_dense.launch_geometry``)."""
-    from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.builds import catalog
 
     tpl = catalog.load_template(catalog.TEMPLATE)
     try:
@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
             db.close()
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
-        from ..flydsl_backend.build.toolchain import ToolchainError
+        from ..flydsl_backend.builds.toolchain import ToolchainError
 
         try:
             result.configs, status = _compile_listed(args, result.configs, dtype,
@@ -423,7 +423,7 @@ def _cell(value: object) -> object:
 def _run_mx(args: argparse.Namespace) -> int:
     """``explain --op scaled_mm``: an MX problem's eligibility, configs and, with
     --emulate/--isa, each config compiled (and emulated) for the problem's variant."""
-    from ..flydsl_backend.build import catalog
+    from ..flydsl_backend.builds import catalog
     from ..flydsl_backend.offer.mx_eligibility import mx_layout, variant_dtype
 
     try:
@@ -435,7 +435,7 @@ def _run_mx(args: argparse.Namespace) -> int:
                      check_runtime=args.check_runtime)
     status = 0
     if (args.emulate or args.isa is not None) and result.eligible:
-        from ..flydsl_backend.build.toolchain import ToolchainError
+        from ..flydsl_backend.builds.toolchain import ToolchainError
 
         variant, op = variant_dtype(problem), "addmm" if args.bias else "mm"
         mx_lay = mx_layout(problem)

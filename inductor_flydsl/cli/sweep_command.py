@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..db.open import UnusableDB, open_db
+from ..provenance.timing_modes import GPU_TIMING_MODES, GRAPH
 from ..settings import default_db_path, settings_from_env
 from ..sweep.batch import MAX_BATCH
 from ..sweep.busy import POLICIES, default_policy
@@ -35,7 +36,6 @@ from ..sweep.runner import (
     run_sweep,
 )
 from ..sweep.sharding import shard_db_path, shard_from_environment
-from ..timing.timing_modes import GPU_TIMING_MODES, GRAPH
 from .output import console, err_console, fail, print_json, print_table
 from .sweep_progress import SweepProgress, item_name
 

@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 from ..problems.problem import Problem
 from ..provenance.device import DeviceInfo
+from ..provenance.noise import Confidence
 from ..provenance.software import SoftwareInfo
 from ..settings import ENV_DB, ENV_MODE, Mode, Settings
 from ..telemetry.user_warnings import warn_once
-from ..timing.noise import Confidence
 from .open import UnusableDB, is_read_only_place
 from .shipped import shipped_db_paths
 from .store import (

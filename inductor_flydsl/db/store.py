@@ -21,8 +21,8 @@ import sqlite_utils
 from ..problems.keys import canonical_json
 from ..problems.problem import Problem
 from ..provenance.device import DeviceInfo
+from ..provenance.noise import CONFIDENT, LOW, Confidence, Spread
 from ..provenance.software import SoftwareInfo
-from ..timing.noise import CONFIDENT, LOW, Confidence, Spread
 from .open import open_db
 from .transactions import BUSY_TIMEOUT_MS, LOCK_RETRIES, write_transaction
 

@@ -97,7 +97,7 @@ SOURCES: dict[str, tuple[str, str]] = {
                    "isolated in microseconds by either"),
 }
 
-# What a launch costs, by timing mode (inductor_flydsl/timing/timing_modes.py; the model's
+# What a launch costs, by timing mode (inductor_flydsl/provenance/timing_modes.py; the model's
 # PREDICTED_TIMINGS):
 # - kernel: the kernel's own duration as a profiler reports it (AITER's tables,
 #   aiter-perftest): the model's work (its fill and drain latencies included) plus a fixed

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import settings
-from ..timing.noise import probe_machine
+from ..provenance.noise import probe_machine
 
 POLICIES = settings.ON_BUSY_POLICIES
 PROBE_S = 1.0

@@ -282,7 +282,7 @@ def db_problem_id(item: SweepItem, device_kind: str) -> str | None:
     ``db list`` use), where it is known before the item runs: on a CPU, whose keys
     :func:`db_problem` rebuilds exactly. On a GPU the key also holds how the compile
     timed the candidates (``timing=graph`` where the plugin offered one: see
-    ``timing/timing_parity.py``), which only the run tells: None."""
+    ``inductor/timing/timing_parity.py``), which only the run tells: None."""
     if device_kind != "cpu":
         return None
     problem = db_problem(item, device_kind)

@@ -33,6 +33,7 @@ from typing import IO, Any
 from ..db import sweep_state
 from ..db.store import TuningDB, utc_now
 from ..problems.keys import canonical_json
+from ..provenance.noise import ENV_BUSY_NOTE
 from ..settings import (
     ENV_DB,
     ENV_ENABLE,
@@ -43,7 +44,6 @@ from ..settings import (
     SettingError,
     environment_errors,
 )
-from ..timing.noise import ENV_BUSY_NOTE
 from .batch import MAX_BATCH
 from .busy import HOLD, RUN, BusyGate, BusyWait, default_policy
 from .items import ItemError, SweepItem, shard

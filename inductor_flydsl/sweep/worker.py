@@ -9,9 +9,10 @@ It builds real tensors with the item's layout on the device, enables
 ``max-autotune-no-cudagraphs``): Inductor benchmarks the candidates, each timed the way a
 user's compile of that mode times it (``--timing graph``, the default: graph replay, as
 max-autotune's cudagraph trees run them; records are served to max-autotune compiles;
-``timing/timing_parity.py``) and the plugin's feedback saver records every candidate and the
-winner, exactly as in a user's compile. Nothing here times kernels itself. When the DB
-already holds a winner for the problem, the plugin reuses it and nothing is benchmarked.
+``inductor/timing/timing_parity.py``) and the plugin's feedback saver records every
+candidate and the winner, exactly as in a user's compile. Nothing here times kernels
+itself. When the DB already holds a winner for the problem, the plugin reuses it and
+nothing is benchmarked.
 
 On CPU, Inductor autotunes only GEMMs with a constant weight: ``op=linear`` runs an
 ``nn.Linear`` under ``torch._inductor.config.freezing = True`` (recorded as op
@@ -45,7 +46,7 @@ import traceback
 from typing import Any
 
 from .. import settings
-from ..timing.timing_modes import GPU_TIMING_MODES
+from ..provenance.timing_modes import GPU_TIMING_MODES
 from .items import ItemError, SweepItem, always_skipped
 from .warm_up import finish as warm_up_finish
 from .warm_up import warm_up
@@ -336,7 +337,7 @@ BATCH_PREFIX = "SWEEP_BATCH "
 def _busy_note(note: str) -> contextlib.AbstractContextManager[None]:
     """The runner's busy note for one batch (recorded with its selections), or none, set
     while the batch is tuned."""
-    from ..timing.noise import ENV_BUSY_NOTE
+    from ..provenance.noise import ENV_BUSY_NOTE
 
     return settings.overridden({ENV_BUSY_NOTE: note or None})
 

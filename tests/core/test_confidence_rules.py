@@ -13,8 +13,8 @@ from inductor_flydsl.db.merge import merge_dbs
 from inductor_flydsl.db.store import CandidateResult, TuningDB
 from inductor_flydsl.problems.problem import synthetic_problem
 from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.noise import CONFIDENT, LOW, MachineLoad, Spread, decide
 from inductor_flydsl.provenance.software import current_software
-from inductor_flydsl.timing.noise import CONFIDENT, LOW, MachineLoad, Spread, decide
 
 DEVICE = DeviceInfo(kind="cpu", arch="x86_64-AVX2", name="test", compute_units=2)
 PROBLEM = synthetic_problem("mm", 64, 256, 256, dtype="float32", layout="nt")

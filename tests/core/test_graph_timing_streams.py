@@ -213,7 +213,7 @@ def test_a_choice_type_that_ignores_the_flag_is_not_labelled_graph_timed() -> No
 
     from inductor_flydsl.flydsl_backend.autotune.choices import FlydslChoiceCaller
     from inductor_flydsl.inductor.adapter.choice_state import ATTR, PluginChoiceState
-    from inductor_flydsl.timing import timing_parity
+    from inductor_flydsl.inductor.timing import timing_parity
 
     for cls in (ExternKernelCaller, TritonTemplateCaller, SubgraphChoiceCaller,
                 FlydslChoiceCaller):
@@ -304,7 +304,7 @@ def test_a_graph_timed_fusion_attempt_times_its_fused_kernels_by_graph(
     the capture, then the call on cloned arguments captured; a mutating kernel's clone
     time taken off; a spilling kernel not fused (inf)."""
     from inductor_flydsl.inductor.fusion import fusion_replay
-    from inductor_flydsl.timing import fusion_timing
+    from inductor_flydsl.inductor.timing import fusion_timing
 
     meta = torch.device("meta", 0)
     ms, path = fusion_timing.time_module_by_graph(StandInModule(gpu), meta)

@@ -107,7 +107,7 @@ def children(pid):
     return found
 
 
-prebuild = sys.modules.get("inductor_flydsl.flydsl_backend.build.prebuild")
+prebuild = sys.modules.get("inductor_flydsl.flydsl_backend.builds.prebuild")
 print("RESULT " + json.dumps({
     "enabled": inductor_flydsl.active_settings() is not None, "enable_calls": seen["enable"],
     "hip": torch.version.hip, "device_queries": seen["calls"],

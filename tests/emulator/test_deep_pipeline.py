@@ -5,8 +5,8 @@
 import pytest
 
 from inductor_flydsl.emulator.gemm import emulate_gemm
-from inductor_flydsl.flydsl_backend.build import toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.resources import estimate
 from inductor_flydsl.template_loader import load_template
 

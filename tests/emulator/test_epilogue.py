@@ -21,9 +21,9 @@ import pytest
 import torch
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend.build import toolchain
-from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import toolchain
+from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT
 from inductor_flydsl.flydsl_backend.specs.gemm_dense import REPRESENTATIVE
 from inductor_flydsl.problems.epilogue_spec import EpilogueSpec

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.specs.gemm_dense import REPRESENTATIVE
 from inductor_flydsl.template_loader import load_template
 

@@ -4,8 +4,8 @@ template's own host reduction, tails, both archs; and the refusals around it."""
 import pytest
 
 from inductor_flydsl.emulator.gemm import emulate_gemm, tail_shape
-from inductor_flydsl.flydsl_backend.build import toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.template_loader import load_template
 
 pytest.importorskip("flydsl")

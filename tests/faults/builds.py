@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.problems.keys import stable_id
 
 ENV_CRASH = "INDUCTOR_FLYDSL_TEST_BUILD_CRASH"  # the config id whose build aborts

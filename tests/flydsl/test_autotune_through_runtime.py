@@ -24,7 +24,7 @@ from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.flydsl_backend.run import kernel_runner
 from tests.fake_hip.harness import FakeHipRuntime, fake_hip
 from tests.flydsl.test_launch_runtime import pytestmark as needs_llvm

@@ -1,4 +1,4 @@
-"""The build pool (inductor_flydsl/flydsl_backend/build/build_pool.py) with real worker processes,
+"""The build pool (inductor_flydsl/flydsl_backend/builds/build_pool.py) with real worker processes,
 in this process (``in-process``: as compile-check runs it) and in a build server
 (``server``: build_client.py / build_server.py, as a compile runs it).
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.build import build_client, build_pool, prebuild
+from inductor_flydsl.flydsl_backend.builds import build_client, build_pool, prebuild
 
 HERE = str(Path(__file__).parent)
 

@@ -23,12 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from inductor_flydsl.flydsl_backend.build import build_server, parent_death
+from inductor_flydsl.flydsl_backend.builds import build_server, parent_death
 from tests.conftest import isolated_env
 
 PARENT = r"""
 import json, os, sys, threading, time
-from inductor_flydsl.flydsl_backend.build import build_client
+from inductor_flydsl.flydsl_backend.builds import build_client
 
 made = []
 starter = threading.Thread(target=lambda: made.append(

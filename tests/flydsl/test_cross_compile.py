@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.build import toolchain
-from inductor_flydsl.flydsl_backend.build.cross_compile import (
+from inductor_flydsl.flydsl_backend.builds import toolchain
+from inductor_flydsl.flydsl_backend.builds.cross_compile import (
     compile_config,
     load_template,
     template_source_hash,

@@ -59,7 +59,7 @@ def main():
     if mode == "on":
         import inductor_flydsl
         from inductor_flydsl.flydsl_backend.autotune import provider
-        from inductor_flydsl.flydsl_backend.build import prebuild
+        from inductor_flydsl.flydsl_backend.builds import prebuild
         provider.runtime_target = lambda device: ("gfx950", [])
         inductor_flydsl.enable(db, "readwrite")
         backends = "ATEN,CPP,FLYDSL"

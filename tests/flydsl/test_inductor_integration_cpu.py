@@ -23,7 +23,7 @@ from torch._inductor.utils import fresh_cache
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend import direct
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 
 NO_FLYDSL_ON_CPU = r"""
 import json, sys, torch, torch._inductor.config as ic
@@ -284,7 +284,7 @@ def _crash_one_build(monkeypatch: pytest.MonkeyPatch, crash_id: str) -> None:
     """The build pool runs tests/faults/builds.py, which aborts the worker building
     ``crash_id`` (forwarded with the build settings); builds never run in-process. A
     fresh pool starts with that function."""
-    from inductor_flydsl.flydsl_backend.build import catalog
+    from inductor_flydsl.flydsl_backend.builds import catalog
     from tests.faults import builds
 
     prebuild.shutdown_pool()

@@ -41,7 +41,7 @@ def test_the_launching_process_never_spawns_rocm_agent_enumerator(tmp_path: Path
         import torch
         from inductor_flydsl.emulator.gemm import make_operands
         from inductor_flydsl.flydsl_backend import direct
-        from inductor_flydsl.flydsl_backend.build import prebuild
+        from inductor_flydsl.flydsl_backend.builds import prebuild
         from inductor_flydsl.flydsl_backend.run import kernel_runner
         from inductor_flydsl.problems.keys import canonical_json
         from inductor_flydsl.template_loader import load_template

@@ -20,7 +20,7 @@ import torch
 from inductor_flydsl.emulator.gemm import make_operands, random_epilogue_operands
 from inductor_flydsl.emulator.grouped import make_grouped_operands
 from inductor_flydsl.emulator.mx import make_mx_operands
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 from inductor_flydsl.flydsl_backend.run import kernel_runner
 from inductor_flydsl.flydsl_backend.run.ops import strict_launches
@@ -72,7 +72,7 @@ def _config_json(config) -> str:
 
 
 def test_the_flydsl_internals_the_launch_path_uses_are_there() -> None:
-    from inductor_flydsl.flydsl_backend.build import flydsl_runtime
+    from inductor_flydsl.flydsl_backend.builds import flydsl_runtime
 
     assert flydsl_runtime.problems() == []
 
@@ -283,7 +283,7 @@ def test_compiled_kernels_are_bounded(hip) -> None:
 
 
 def test_a_failed_build_raises_with_its_reason(recorded, monkeypatch) -> None:
-    from inductor_flydsl.flydsl_backend.build import prebuild as pb
+    from inductor_flydsl.flydsl_backend.builds import prebuild as pb
 
     def broken(variant):
         raise pb.FlydslBuildError("build failed: injected")

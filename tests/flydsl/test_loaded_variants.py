@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.flydsl_backend.run import kernel_runner, loaded_variants
 from inductor_flydsl.problems.keys import canonical_json
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.build.catalog import CatalogRun, CatalogWriter, JobResult
-from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.builds.catalog import CatalogRun, CatalogWriter, JobResult
+from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_config
 from inductor_flydsl.isa import loop_analysis
 from inductor_flydsl.isa.loop_analysis import (
     NO_LOOP,

@@ -32,7 +32,7 @@ import json, sys, torch
 import torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.provenance.software import template_source_hash
 provider.runtime_target = lambda device: ("gfx950", [])  # offer the candidates on CPU
 inductor_flydsl.enable(sys.argv[1], "readwrite")

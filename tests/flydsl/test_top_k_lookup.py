@@ -22,7 +22,7 @@ from torch._inductor.utils import fresh_cache
 
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.settings import DEFAULT_CANDIDATES
 from tests.conftest import REPO
 

@@ -43,7 +43,7 @@ with open(os.environ["MARKER"], "a") as marker:
 
 import torch
 
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.flydsl_backend.run import kernel_runner
 from inductor_flydsl.problems.keys import canonical_json
 from inductor_flydsl.numerics.gemm import validate_output

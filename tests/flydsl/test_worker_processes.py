@@ -1,6 +1,6 @@
 """With ``INDUCTOR_FLYDSL=1`` where FlyDSL candidates can be offered, the first selection
 that offers them starts one build pool: one build server (``inductor_flydsl.
-flydsl_backend.build.build_server``) whose workers are forked from it. The server imports torch
+flydsl_backend.builds.build_server``) whose workers are forked from it. The server imports torch
 (so the plugin's ``torch.backends`` entry point runs there) and must not enable the plugin
 again, or every server would start another one (issue 36: a chain of fork servers, one
 more every few seconds).
@@ -30,7 +30,7 @@ import json, os, time
 import torch  # the entry point enables the plugin (INDUCTOR_FLYDSL=1)
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 
 provider.start_build_server()  # as the first selection offering FlyDSL does
 ready = prebuild.wait_ready(120)
@@ -107,7 +107,7 @@ def test_the_build_server_never_enables_the_plugin() -> None:
     """Its environment turns the plugin off, and its import path is this process's."""
     import sys
 
-    from inductor_flydsl.flydsl_backend.build.build_client import server_environment
+    from inductor_flydsl.flydsl_backend.builds.build_client import server_environment
     from inductor_flydsl.settings import ENABLE
 
     env = server_environment()

@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 
 from inductor_flydsl.emulator.grouped import emulate_grouped, grouped_scenarios
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_GROUPED
 from inductor_flydsl.template_loader import load_template
 

@@ -30,7 +30,7 @@ MOE = r"""
 import json, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 from inductor_flydsl.problems import routing
 if sys.argv[2] == "offer":
     provider.runtime_target = lambda device: ("gfx950", [])

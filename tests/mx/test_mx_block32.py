@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from inductor_flydsl.emulator.mx import emulate_mx, make_mx_operands, mx_tail_shape
-from inductor_flydsl.flydsl_backend.build import catalog, toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import catalog, toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_MX, mx_default_configs
 from inductor_flydsl.numerics.mx import check_mx, expand_block_scales, mx_reference
 from inductor_flydsl.template_loader import load_template
@@ -182,7 +182,7 @@ def test_the_main_loop_is_the_per_row_layouts(tmp_path) -> None:
     """The block row is computed once per lane, outside the main loop: the loop's
     instructions are those of the per-row layout."""
     _needs_compiler()
-    from inductor_flydsl.flydsl_backend.build.cross_compile import compile_config
+    from inductor_flydsl.flydsl_backend.builds.cross_compile import compile_config
 
     config = FAST[0]
     loops = {}

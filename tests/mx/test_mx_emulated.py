@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from inductor_flydsl.emulator.mx import emulate_mx, make_mx_operands
-from inductor_flydsl.flydsl_backend.build import catalog, catalog_summary, toolchain
-from inductor_flydsl.flydsl_backend.build.emulated import compile_and_emulate
+from inductor_flydsl.flydsl_backend.builds import catalog, catalog_summary, toolchain
+from inductor_flydsl.flydsl_backend.builds.emulated import compile_and_emulate
 from inductor_flydsl.flydsl_backend.offer.configs import DEFAULT_MX, mx_default_configs
 from inductor_flydsl.numerics.mx import check_mx
 from inductor_flydsl.template_loader import load_template

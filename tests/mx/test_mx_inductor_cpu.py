@@ -29,7 +29,7 @@ SCRIPT = r"""
 import json, logging, sys, torch, torch._inductor.config as ic
 import inductor_flydsl
 from inductor_flydsl.flydsl_backend.autotune import provider
-from inductor_flydsl.flydsl_backend.build import prebuild
+from inductor_flydsl.flydsl_backend.builds import prebuild
 lines = []
 class Collect(logging.Handler):
     def emit(self, record):

@@ -15,9 +15,9 @@ from conftest import run_cli, sweep_env
 from inductor_flydsl.db.store import CandidateResult, TuningDB
 from inductor_flydsl.problems.problem import synthetic_problem
 from inductor_flydsl.provenance.device import DeviceInfo
+from inductor_flydsl.provenance.noise import CONFIDENT, LOW, Confidence
 from inductor_flydsl.provenance.software import current_software
 from inductor_flydsl.report import LOW_FLAG, load_report, speedup_figure
-from inductor_flydsl.timing.noise import CONFIDENT, LOW, Confidence
 
 DEVICE = DeviceInfo(kind="cpu", arch="x86_64-AVX2", name="test cpu", compute_units=2)
 

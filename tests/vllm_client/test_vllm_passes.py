@@ -111,8 +111,10 @@ def test_a_compile_vllm_captures_is_timed_as_graphs(tmp_path: Path) -> None:
     import types
 
     import torch
-
-    from inductor_flydsl.timing.timing_parity import compile_uses_graphs, selection_timing
+    from inductor_flydsl.inductor.timing.timing_parity import (
+        compile_uses_graphs,
+        selection_timing,
+    )
 
     try:
         from vllm.config.compilation import CUDAGraphMode

@@ -100,7 +100,7 @@ def numerics_case(config: Any, *, dtype: str, layout: str, op: str,
 
 def numerics_plan(arch: str, quick: bool) -> list[tuple[Any, str, str, str]]:
     """(config, dtype, layout, op) cases: DEFAULT configs that fit ``arch``."""
-    from inductor_flydsl.flydsl_backend.build import catalog
+    from inductor_flydsl.flydsl_backend.builds import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick)
     tpl = catalog.load_template(catalog.TEMPLATE)

@@ -47,7 +47,7 @@ def grouped_numerics_case(config: Any, *, dtype: str, layout: str, group_rows: l
 def run_grouped_numerics(arch: str, device: Any, *, quick: bool, log: Any
                          ) -> list[dict[str, Any]]:
     from inductor_flydsl.emulator.grouped import grouped_scenarios
-    from inductor_flydsl.flydsl_backend.build import catalog
+    from inductor_flydsl.flydsl_backend.builds import catalog
 
     jobs = catalog.build_jobs([arch], "DEFAULT", full=not quick, template="gemm_grouped")
     tpl = catalog.load_template("gemm_grouped")

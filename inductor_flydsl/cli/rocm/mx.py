@@ -58,7 +58,7 @@ def mx_numerics_case(config: Any, *, dtype: str, op: str, shape: tuple[int, int,
 
 def run_mx_numerics(arch: str, device: Any, *, quick: bool, log: Any) -> list[dict[str, Any]]:
     from inductor_flydsl.emulator.mx import mx_tail_shape
-    from inductor_flydsl.flydsl_backend.build import catalog
+    from inductor_flydsl.flydsl_backend.builds import catalog
     from inductor_flydsl.template_loader import load_template
 
     mx = load_template("gemm_mx")

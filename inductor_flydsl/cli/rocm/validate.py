@@ -121,7 +121,7 @@ def preflight(device_index: int = 0) -> Preflight:
     except ImportError as exc:
         return Preflight(False, f"no ROCm: torch is not importable ({exc})")
     # the plugin's own constants (importing them loads no FlyDSL and launches nothing)
-    from inductor_flydsl.flydsl_backend.build.flydsl_runtime import HIP_LIBRARY
+    from inductor_flydsl.flydsl_backend.builds.flydsl_runtime import HIP_LIBRARY
     from inductor_flydsl.flydsl_backend.offer.eligibility import SUPPORTED_ARCHS, hip_major
 
     hip = getattr(torch.version, "hip", None)

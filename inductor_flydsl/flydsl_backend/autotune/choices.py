@@ -27,10 +27,10 @@ from ...db.store import STATUS_FAILED, STATUS_INVALID
 from ...inductor.adapter import internals
 from ...inductor.adapter.choice_state import PluginChoiceState
 from ...inductor.autotune.candidates import GRAPH_TIMING_SUFFIX
+from ...inductor.timing.timing_parity import timed_with_graphs
 from ...numerics.gemm import NumericMismatch, validate_epilogue_output, validate_output
 from ...problems.keys import canonical_json, stable_id
 from ...template_loader import template_source_hash
-from ...timing.timing_parity import timed_with_graphs
 from .. import direct
 from ..run.ops import direct_call, scalar_arguments, strict_launches
 

@@ -82,7 +82,7 @@ def start_build_server() -> None:
     process (Inductor's compile workers, DataLoader workers, vLLM's), which must start no
     process and ask no device."""
     try:
-        from ..build.prebuild import prewarm
+        from ..builds.prebuild import prewarm
 
         prewarm()
     except Exception as exc:  # never fail the compile: builds start the server themselves
@@ -101,7 +101,7 @@ def fuses_epilogues(device: Any) -> bool:
 
 def selection_timing() -> str | None:
     """How the selection being offered times its choices (decided before the providers
-    are asked: ``timing/timing_parity.selection_timing``); None outside a selection."""
+    are asked: ``inductor/timing/timing_parity.selection_timing``); None outside a selection."""
     from ...inductor.autotune.selection import current_selection
 
     ctx = current_selection.get()
@@ -197,7 +197,7 @@ def _describe_variants(made: Sequence[Any], spec: TemplateSpec, op: str, problem
 def _start_builds(made: Sequence[Any], configs: Sequence[Any], arch: str, spec: TemplateSpec,
                   op: str, problem: Any, epilogue: str = "") -> None:
     """Start the candidates' parallel builds (prebuild.py) and hand each its own."""
-    from ..build.prebuild import start_builds
+    from ..builds.prebuild import start_builds
 
     try:
         dtype, layout, variant_op = spec.launch_variant(op, problem, epilogue)

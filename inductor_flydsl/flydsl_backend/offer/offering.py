@@ -22,7 +22,7 @@ from ...performance.ranking import RankedConfig, preselect, rank, stored_first, 
 from ...performance.short_lists import shipped_short_list
 from ...performance.traffic import model_shape
 from ...problems.problem import Problem
-from ...timing.timing_modes import GPU_TIMING_MODES, GRAPH, TimingMode
+from ...provenance.timing_modes import GPU_TIMING_MODES, GRAPH, TimingMode
 from ..specs import registry
 from ..specs.registry import TemplateSpec
 

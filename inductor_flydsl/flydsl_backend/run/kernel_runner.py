@@ -50,7 +50,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from ... import settings
-from ..build.flydsl_runtime import HIP_LIBRARY
+from ..builds.flydsl_runtime import HIP_LIBRARY
 
 log = logging.getLogger("inductor_flydsl")
 
@@ -336,8 +336,8 @@ class KernelRunner:
         function, load it on the key's device and launch it; cached only when that
         worked."""
         from ...template_loader import load_template
-        from ..build import flydsl_runtime
-        from ..build.prebuild import FlydslBuildError, build_for_launch
+        from ..builds import flydsl_runtime
+        from ..builds.prebuild import FlydslBuildError, build_for_launch
 
         try:
             ir_text, entry = build_for_launch(variant)
@@ -409,7 +409,7 @@ class KernelRunner:
         compiled = self._compiled.get(key) or self._pinned.get(key)
         if compiled is None:
             return
-        from ..build import flydsl_runtime
+        from ..builds import flydsl_runtime
 
         slots = flydsl_runtime.bind_slots(compiled, args, sources)
         # None: an argument that is none of the sources (a split-K workspace), or two

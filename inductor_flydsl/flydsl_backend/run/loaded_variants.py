@@ -99,7 +99,7 @@ def job_for(call: FlydslCall, arch: str) -> Any | None:
     config or epilogue its template rejects."""
     from ...problems.epilogue_spec import EpilogueSpec
     from ...template_loader import load_template
-    from ..build.catalog import Job
+    from ..builds.catalog import Job
 
     data = json.loads(call.config)
     variant = data.pop(VARIANT_KEY, None) if isinstance(data, dict) else None
@@ -129,7 +129,7 @@ def start_loaded_builds(sources: str | list[str], arch: str) -> LoadedBuilds:
     """Start, as one batch in the build pool, the builds of every variant ``sources`` (the
     generated code of compiled graphs) launch on a device of ``arch``; returns at once.
     Variants built or building in this process are not built again."""
-    from ..build import prebuild
+    from ..builds import prebuild
 
     texts = [sources] if isinstance(sources, str) else sources
     calls = list(dict.fromkeys(call for text in texts for call in flydsl_calls(text)))

@@ -13,7 +13,7 @@ from ..offer.resources import estimate
 from .registry import CHOICE, TemplateSpec
 
 if TYPE_CHECKING:
-    from ..build.cross_compile import CompileResult
+    from ..builds.cross_compile import CompileResult
 
 NAME = "gemm_dense"
 OPS = ("mm", "addmm", "bmm")

@@ -15,7 +15,7 @@ from .gemm_dense import REPRESENTATIVE, model_layout, resource_reasons, template
 from .registry import CHOICE, TemplateSpec
 
 if TYPE_CHECKING:
-    from ..build.cross_compile import CompileResult
+    from ..builds.cross_compile import CompileResult
 
 NAME = "gemm_grouped"
 

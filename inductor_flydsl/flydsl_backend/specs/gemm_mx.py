@@ -18,7 +18,7 @@ from ..offer.mx_eligibility import (
 from .registry import CHOICE, TemplateSpec
 
 if TYPE_CHECKING:
-    from ..build.cross_compile import CompileResult
+    from ..builds.cross_compile import CompileResult
 
 NAME = "gemm_mx"
 BIAS_OP = "scaled_mm_bias"  # its own custom op: the bias is a positional input

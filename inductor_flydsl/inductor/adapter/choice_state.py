@@ -16,7 +16,7 @@ ATTR = "inductor_flydsl"
 
 
 class PendingBuild(Protocol):
-    """A candidate's parallel build (``flydsl_backend/build/prebuild.Build``)."""
+    """A candidate's parallel build (``flydsl_backend/builds/prebuild.Build``)."""
 
     status: str
 

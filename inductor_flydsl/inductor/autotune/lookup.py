@@ -20,10 +20,10 @@ from ...problems.problem import InvalidProblem, Problem
 from ...provenance.software import current_software
 from ...telemetry.counters import Decision
 from ...telemetry.user_warnings import warn_once
-from ...timing.timing_parity import selection_timing, time_like_the_graph
 from ..adapter import plugin_state
 from ..adapter.choice_state import state_of
 from ..adapter.plugin_state import PluginState, device_of, report_error
+from ..timing.timing_parity import selection_timing, time_like_the_graph
 from . import serving
 from .candidates import backend_of, candidate_id, config_of
 from .gemm_ops import is_gemm_op

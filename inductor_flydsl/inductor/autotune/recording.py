@@ -12,10 +12,10 @@ from ...db.store import STATUS_FAILED, STATUS_OK, CandidateResult, EpilogueDecis
 from ...problems.problem import InvalidProblem, Problem
 from ...provenance.software import current_software
 from ...telemetry.counters import Decision
-from ...timing.remeasure import with_confidence
 from ..adapter import plugin_state
 from ..adapter.choice_state import state_of
 from ..adapter.plugin_state import PluginState, device_of, log, report_error
+from ..timing.remeasure import with_confidence
 from . import selection_notes, serving
 from .candidates import backend_of, candidate_id, config_of
 from .gemm_ops import is_gemm_op

@@ -15,8 +15,8 @@ from ...priors import Prior
 from ...problems import routing
 from ...problems.epilogue_spec import EpilogueSpec
 from ...problems.problem import Problem, checked
-from ...timing.timing_modes import TimingMode
-from ...timing.timing_parity import timing_attrs
+from ...provenance.timing_modes import TimingMode
+from ..timing.timing_parity import timing_attrs
 from .ir_problem import problem_from_ir
 
 

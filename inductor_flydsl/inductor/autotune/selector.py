@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...problems import routing
-from ...timing import timing_parity
 from ..adapter import internals
+from ..timing import timing_parity
 from . import serving
 from .recording import finish_selection
 from .selection import SelectionContext, current_selection, hint_override

@@ -52,11 +52,11 @@ from typing import Any
 from ...db.store import EpilogueDecision
 from ...problems.keys import stable_id
 from ...provenance.software import current_software
-from ...timing import fusion_timing, timing_parity
-from ...timing.timing_modes import GRAPH
+from ...provenance.timing_modes import GRAPH
 from ..adapter import internals, patches, plugin_state
 from ..autotune import selection_notes
 from ..autotune.candidates import backend_of, candidate_id
+from ..timing import fusion_timing, timing_parity
 from . import fusion_outcome
 
 KIND = "fusion_benchmark"

@@ -19,9 +19,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..db.store import CandidateResult
-from ..inductor.adapter import internals
-from .noise import (
+from ...db.store import CandidateResult
+from ...provenance.noise import (
     LOW,
     Confidence,
     MachineLoad,
@@ -30,6 +29,7 @@ from .noise import (
     repeats_setting,
     watch_machine,
 )
+from ..adapter import internals
 
 log = logging.getLogger("inductor_flydsl")
 

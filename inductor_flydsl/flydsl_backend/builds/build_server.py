@@ -1,5 +1,5 @@
 """The build server: a process of the package's own, started as
-``python -m inductor_flydsl.flydsl_backend.build.build_server`` by :mod:`.build_client`, that
+``python -m inductor_flydsl.flydsl_backend.builds.build_server`` by :mod:`.build_client`, that
 owns a compiling process's build pool (:class:`.build_pool.WorkerPool`).
 
 Why a process of its own: multiprocessing's ``spawn`` and ``forkserver`` start methods
@@ -49,7 +49,7 @@ from typing import Any
 
 from .build_pool import PoolEvent, PoolRun, WorkerPool
 
-MODULE = "inductor_flydsl.flydsl_backend.build.build_server"
+MODULE = "inductor_flydsl.flydsl_backend.builds.build_server"
 # ``python -c BOOTSTRAP <parent_death.py> <module> <args>``: end with the parent (its pid
 # follows --parent-pid in <args>), then run <module> as ``__main__`` (as ``-m`` would)
 BOOTSTRAP = """\

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import settings
+from ...provenance.noise import cpu_count
 from ...settings import overridden
-from ...timing.noise import cpu_count
 from .cross_compile import CompileResult
 
 log = logging.getLogger("inductor_flydsl")
@@ -224,8 +224,8 @@ def _build_cost(config: dict[str, int]) -> int:
 # Imported once by the build server (:mod:`.build_server`); every build worker is forked
 # from it with these loaded, so a worker starts in milliseconds instead of importing torch
 # and FlyDSL.
-PRELOAD = ["torch", "flydsl.compiler", "inductor_flydsl.flydsl_backend.build.prebuild",  # this
-           "inductor_flydsl.flydsl_backend.build.catalog"]
+PRELOAD = ["torch", "flydsl.compiler", "inductor_flydsl.flydsl_backend.builds.prebuild",  # this
+           "inductor_flydsl.flydsl_backend.builds.catalog"]
 
 
 def build_pool(min_workers: int = 0) -> Any:

@@ -58,9 +58,9 @@ from .cross_compile import CompileResult
 
 TEMPLATE = "gemm_dense"  # compile-check's default template
 SEARCH_SPACES = ("DEFAULT", "EXHAUSTIVE")
-DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.build.cross_compile:compile_config"
-EMULATE_COMPILE_FN = "inductor_flydsl.flydsl_backend.build.emulated:compile_and_emulate"
-BUILD_FN = "inductor_flydsl.flydsl_backend.build.prebuild:build_config"  # prebuild.py
+DEFAULT_COMPILE_FN = "inductor_flydsl.flydsl_backend.builds.cross_compile:compile_config"
+EMULATE_COMPILE_FN = "inductor_flydsl.flydsl_backend.builds.emulated:compile_and_emulate"
+BUILD_FN = "inductor_flydsl.flydsl_backend.builds.prebuild:build_config"  # prebuild.py
 _CROSS_COMPILE_FNS = (DEFAULT_COMPILE_FN, EMULATE_COMPILE_FN, BUILD_FN)
 DEFAULT_TIMEOUT_S = 300.0
 BATCH_ROWS = 25

@@ -21,7 +21,7 @@ import contextlib
 import math
 from typing import Any
 
-from ..inductor.adapter import internals
+from ..adapter import internals
 
 SPILLS_THRESHOLD = 8  # Inductor's n_spills_threshold of benchmark_codegened_module
 

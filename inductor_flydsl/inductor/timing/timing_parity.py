@@ -36,9 +36,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..inductor.adapter import internals, user_passes
-from ..inductor.adapter.choice_state import state_of
-from .timing_modes import CPU, EAGER, GRAPH, TimingMode
+from ...provenance.timing_modes import CPU, EAGER, GRAPH, TimingMode
+from ..adapter import internals, user_passes
+from ..adapter.choice_state import state_of
 
 log = logging.getLogger("inductor_flydsl")
 GRAPH_FLAG = "_benchmark_with_cudagraphs"  # ChoiceCaller's attribute (torch/_inductor/ir.py)

@@ -180,7 +180,7 @@ def compile_config(
 
     ``config`` is the template's config object or its JSON dict. Invalid configs and
     compiler failures give ``ok=False`` with the error text; a missing linker raises
-    :class:`~inductor_flydsl.flydsl_backend.build.toolchain.ToolchainError`. With
+    :class:`~inductor_flydsl.flydsl_backend.builds.toolchain.ToolchainError`. With
     ``dump_dir`` every FlyDSL stage is kept in a fresh subdirectory of it
     (``isa_path`` points at the ISA); without it the dump is deleted. With
     ``analyze_loop`` the ISA's main loop is analysed (``loop_analysis``; see
