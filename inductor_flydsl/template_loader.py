@@ -41,6 +41,10 @@ def load_template(name: str) -> ModuleType:
     templates import their siblings with ``from . import ...``."""
     if not name.isidentifier():
         raise ValueError(f"invalid template name {name!r}")
+    for package in (*_TEMPLATE_PACKAGES, _CHECKOUT_PACKAGE):  # loaded already: at once
+        loaded = sys.modules.get(f"{package}.{name}")
+        if loaded is not None:
+            return loaded
     for package in template_packages():
         module_name = f"{package}.{name}"
         if module_name in sys.modules:

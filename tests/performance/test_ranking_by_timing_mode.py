@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import torch
-from inductor_flydsl.inductor.timing.timing_parity import selection_timing
 
 from inductor_flydsl.flydsl_backend.offer.offering import model_timing, ranked_candidates
 from inductor_flydsl.inductor.adapter import internals
+from inductor_flydsl.inductor.timing.timing_parity import selection_timing
 from inductor_flydsl.problems.problem import synthetic_problem
 
 DECODE = synthetic_problem("mm", 16, 4096, 4096, dtype="bfloat16", layout="nt")

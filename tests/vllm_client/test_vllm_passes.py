@@ -111,6 +111,7 @@ def test_a_compile_vllm_captures_is_timed_as_graphs(tmp_path: Path) -> None:
     import types
 
     import torch
+
     from inductor_flydsl.inductor.timing.timing_parity import (
         compile_uses_graphs,
         selection_timing,
