@@ -120,23 +120,31 @@ def _siblings(path: Path) -> tuple[str, ...]:
     return _sibling_imports[key]
 
 
+def _source_files(name: str) -> list[Path] | None:
+    """The files of :func:`template_sources`, in its order; None when one is missing."""
+    first = template_file(name)
+    if first is None:
+        return None
+    root = first.parent  # a template's siblings are files of its own package
+    files: list[Path] = []
+    todo = [name]
+    while todo:
+        path = root / f"{todo.pop(0)}.py"
+        if path in files:
+            continue
+        if not path.is_file():
+            return None
+        files.append(path)
+        todo += _siblings(path)
+    return files
+
+
 def template_sources(name: str) -> tuple[str, ...] | None:
     """The template files ``name``'s code comes from: itself, then every template file it
     imports, transitively, breadth first in import order (``gemm_grouped`` imports
     ``gemm_dense``, which imports ``fused_epilogue``). None when a file is missing."""
-    order: list[str] = []
-    todo = [name]
-    while todo:
-        current = todo.pop(0)
-        if current in order:
-            continue
-        path = template_file(current) if current == name else \
-            (template_file(name).parent / f"{current}.py")  # type: ignore[union-attr]
-        if path is None or not path.is_file():
-            return None
-        order.append(current)
-        todo += [s for s in _siblings(path) if s not in order]
-    return tuple(order)
+    files = _source_files(name)
+    return None if files is None else tuple(path.stem for path in files)
 
 
 def _file_hash(path: Path) -> str | None:
@@ -156,11 +164,10 @@ def template_source_hash(name: str) -> str | None:
     A template built from others' code (:func:`template_sources`: the template files it
     imports) hashes the digests of all its sources. Cached by each file's mtime and size,
     so an edited template is hashed again."""
-    sources = template_sources(name)
-    path = template_file(name)
-    if sources is None or path is None:
+    files = _source_files(name)
+    if files is None:
         return None
-    digests = [_file_hash(path.parent / f"{part}.py") for part in sources]
+    digests = [_file_hash(path) for path in files]
     if any(d is None for d in digests):
         return None
     if len(digests) == 1:

@@ -248,10 +248,20 @@ def _run_sections(args: argparse.Namespace, pre: Any, device: Any, log: Any
     return report
 
 
+def _print_table(console: Any, title: str, columns: Any, rows: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
 def _print_report(report: dict[str, Any], pre: Any) -> None:
     """The report as tables and lines on the terminal."""
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     if "numerics" in report:
@@ -262,24 +272,16 @@ def _print_report(report: dict[str, Any], pre: Any) -> None:
             console.print(f"  FAIL {r['dtype']} {r['layout']} {r['op']} {r['shape']} "
                           f"{_config_name(r['config'])}: {r['error']}")
     if "speed" in report:
-        table = Table(title=f"dense BF16 NT on {pre.device_name} ({pre.arch})")
-        for column in SPEED_COLUMNS:
-            table.add_column(column)
-        for row in speed_table_rows(report["speed"]):
-            table.add_row(*row)
-        console.print(table)
+        _print_table(console, f"dense BF16 NT on {pre.device_name} ({pre.arch})",
+                     SPEED_COLUMNS, speed_table_rows(report["speed"]))
         geo = report["speed"]["geomean_speedup"]
         console.print(f"geomean speedup: {'-' if geo is None else f'{geo:.3f}'}")
     if "grouped" in report:
         g = report["grouped"]
         console.print(f"grouped numerics: {g['cases']} launches, {g['failed']} failed")
         if g["speed"]:
-            table = Table(title=f"grouped GEMM (MoE) on {pre.device_name} ({pre.arch})")
-            for column in GROUPED_COLUMNS:
-                table.add_column(column)
-            for row in grouped_table_rows(g["speed"]):
-                table.add_row(*row)
-            console.print(table)
+            _print_table(console, f"grouped GEMM (MoE) on {pre.device_name} ({pre.arch})",
+                         GROUPED_COLUMNS, grouped_table_rows(g["speed"]))
     mx_report = report.get("mx") or {}
     if mx_report.get("skipped"):
         console.print(f"MX GEMM skipped: {mx_report['skipped']}")
@@ -287,22 +289,14 @@ def _print_report(report: dict[str, Any], pre: Any) -> None:
         console.print(f"MX numerics: {mx_report['cases']} launches, "
                       f"{mx_report['failed']} failed")
         if mx_report.get("speed"):
-            table = Table(title=f"MX GEMM on {pre.device_name} ({pre.arch})")
-            for column in MX_COLUMNS:
-                table.add_column(column)
-            for row in mx_table_rows(mx_report["speed"]):
-                table.add_row(*row)
-            console.print(table)
+            _print_table(console, f"MX GEMM on {pre.device_name} ({pre.arch})", MX_COLUMNS,
+                         mx_table_rows(mx_report["speed"]))
             console.print(f"geomean speedup over ATen: "
                           f"{mx_report['speed']['geomean_speedup']}")
     if report.get("epilogues"):
-        table = Table(title=f"fused epilogues (Llama-3-8B shapes) on {pre.device_name} "
-                            f"({pre.arch})")
-        for column in EPILOGUE_COLUMNS:
-            table.add_column(column)
-        for row in epilogue_table_rows(report["epilogues"]):
-            table.add_row(*row)
-        console.print(table)
+        _print_table(console, f"fused epilogues (Llama-3-8B shapes) on {pre.device_name} "
+                              f"({pre.arch})",
+                     EPILOGUE_COLUMNS, epilogue_table_rows(report["epilogues"]))
         console.print(f"geomean speedup of the fused FlyDSL kernel over Inductor's own: "
                       f"{report['epilogues']['geomean_speedup']}")
 

@@ -291,11 +291,11 @@ def fused_epilogue_choices(input_nodes: Sequence[Any], layout: Any) -> list[Any]
     a, b = input_nodes[0], input_nodes[1]
     gemm_layout = internals.FixedLayout(layout.device, a.get_dtype(), list(layout.size))
     problem = problem_from_ir("mm", [a, b], gemm_layout, [])
-    if not reasons:
-        reasons = problem_reasons(problem, offsets=_offsets([a, b]), arch=arch)
-        reasons += _operand_reasons(input_nodes, current.spec)
     choices_op = EPILOGUE_SELECTION
     spec = registry.for_custom_op(choices_op)[0]  # the template that fuses epilogues
+    if not reasons:
+        reasons = spec.reasons(problem, offsets=_offsets([a, b]), arch=arch)
+        reasons += _operand_reasons(input_nodes, current.spec)
     template = load_template(spec.name)
     configs, preselected = ([], 0) if reasons else offered_configs(
         problem, str(arch), search_space=str(config.max_autotune_gemm_search_space),

@@ -180,11 +180,6 @@ def serving(problem: Problem) -> list[TemplateSpec]:
     return [s for s in specs() if s.serves_as == CHOICE and s.serves(problem)]
 
 
-def for_selection(name: str) -> list[TemplateSpec]:
-    """The specs that offer choices to the Inductor selection ``name``."""
-    return [s for s in specs() if s.serves_as == CHOICE and name in s.selections]
-
-
 def selections() -> tuple[str, ...]:
     """Every Inductor selection some template offers choices to."""
     return tuple(dict.fromkeys(n for s in specs() if s.serves_as == CHOICE

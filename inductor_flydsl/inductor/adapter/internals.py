@@ -332,6 +332,13 @@ CONFIG_KEYS: tuple[str, ...] = (
 
 _BY_NAME = {entry.name: entry for entry in (*INTERNALS, *CLIENT_OWNERS)}
 _CLIENTS = frozenset(entry.name for entry in CLIENT_OWNERS)
+# The names a declared patch replaces for a while (an attribute of a module): resolved at
+# each use, never cached, so never the replacement after the original is put back.
+_REPLACED = frozenset(
+    entry.name for entry in INTERNALS for patch in PATCHES
+    if patch.kind == ATTRIBUTE and patch.owner in _BY_NAME
+    and patch.attr == entry.attr.rsplit(".", 1)[-1]
+    and f"{_BY_NAME[patch.owner].module}.{_BY_NAME[patch.owner].attr}" == entry.module)
 _resolved: dict[str, Any] = {}
 
 
@@ -346,15 +353,6 @@ def resolve(entry: Internal) -> Any:
     return value
 
 
-def _replaced(entry: Internal) -> bool:
-    """Whether a declared patch replaces the object ``entry`` names for a while (an
-    attribute of a module): it is then resolved at each use, never cached, so it is
-    never the replacement after the original is put back."""
-    return any(patch.kind == ATTRIBUTE and patch.attr == entry.attr.rsplit(".", 1)[-1]
-               and f"{_BY_NAME[patch.owner].module}.{_BY_NAME[patch.owner].attr}"
-               == entry.module for patch in PATCHES if patch.owner in _BY_NAME)
-
-
 def __getattr__(name: str) -> Any:
     """``internals.<name>``: resolved on first use, so importing this module imports
     nothing of Inductor (the CLI and the DB never pay for it)."""
@@ -364,7 +362,7 @@ def __getattr__(name: str) -> Any:
     if name in _resolved:
         return _resolved[name]
     value = resolve(entry)
-    if not _replaced(entry):
+    if name not in _REPLACED:
         _resolved[name] = value
     return value
 
